@@ -1,0 +1,129 @@
+"""Ways of starting a cluster's processes: one class per way, as in ipyparallel's launchers.
+
+A launcher decides where tasks listen and starts one process per task; the Run above it does
+the bookkeeping (logs, status, failure policy) the same way whatever started the processes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from .cluster import Task, free_ports
+
+BOOTSTRAP = str(Path(__file__).with_name("_bootstrap.py"))
+
+
+@dataclass
+class TaskLaunch:
+    """Everything needed to start one task's process."""
+
+    task: Task
+    python: str
+    script: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    log_path: Path
+    argv: list[str] = field(init=False)
+
+    def __post_init__(self):
+        self.argv = [self.python, "-u", BOOTSTRAP, self.script, *self.args]
+
+
+class TaskProcess(ABC):
+    """A started task: enough to poll it and to end it."""
+
+    pid: int | None
+
+    @abstractmethod
+    def poll(self) -> int | None: ...
+
+    @abstractmethod
+    def signal(self, signum: int) -> None: ...
+
+    def stop(self, grace: float = 3.0) -> None:
+        """TERM, then KILL whatever is left after `grace` seconds."""
+        if self.poll() is None:
+            self.signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.signal(signal.SIGKILL)
+
+
+class Launcher(ABC):
+    name: str
+
+    @abstractmethod
+    def addresses(self, tasks: list[Task]) -> list[str]:
+        """host:port for each task, in order."""
+
+    @abstractmethod
+    def start(self, launch: TaskLaunch) -> TaskProcess: ...
+
+
+class LocalProcess(TaskProcess):
+    def __init__(self, popen: subprocess.Popen):
+        self._popen = popen
+        self.pid = popen.pid
+        self._descendants: dict[int, psutil.Process] = {}
+
+    def poll(self) -> int | None:
+        if self._popen.returncode is None:
+            self._remember_descendants()
+        return self._popen.poll()
+
+    def _remember_descendants(self) -> None:
+        # Children that leave the worker's process group would escape killpg; psutil finds them,
+        # but only while the worker lives, so they are noted on every poll.
+        try:
+            for child in psutil.Process(self.pid).children(recursive=True):
+                self._descendants.setdefault(child.pid, child)
+        except psutil.Error:
+            pass
+
+    def signal(self, signum: int) -> None:
+        if self._popen.returncode is None:
+            try:
+                os.killpg(self.pid, signum)  # the worker leads its own group: its children go too
+            except ProcessLookupError:
+                pass
+        for child in list(self._descendants.values()):
+            try:
+                child.send_signal(signum)  # psutil checks the pid was not reused
+            except psutil.Error:
+                self._descendants.pop(child.pid, None)
+        if signum == signal.SIGKILL:
+            self._popen.wait()
+
+
+class LocalLauncher(Launcher):
+    """Subprocesses on this machine, each listening on a free localhost port."""
+
+    name = "local"
+
+    def addresses(self, tasks: list[Task]) -> list[str]:
+        return [f"localhost:{port}" for port in free_ports(len(tasks))]
+
+    def start(self, launch: TaskLaunch) -> TaskProcess:
+        with open(launch.log_path, "ab", buffering=0) as log:
+            popen = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=launch.env,
+                cwd=launch.cwd,
+                start_new_session=True,  # own process group: stop() reaches the worker's children
+            )
+        return LocalProcess(popen)
+
+
+LAUNCHERS: dict[str, type[Launcher]] = {"local": LocalLauncher}

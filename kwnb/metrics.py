@@ -1,0 +1,140 @@
+"""Training curves read from what workers print, so training code needs no change.
+
+Understands Keras progress bars (`model.fit`, verbose 1 and 2, as tf-keras writes them to files:
+`\\r`/`\\b`-redrawn step lines, one `\\n`-terminated line per epoch), the custom-loop tutorial's
+`Epoch: 0, accuracy: 0.83, train_loss: 0.52.` lines, and rows written by `kwnb.report()`.
+Epochs are numbered from 0, as in Keras's `History.epoch`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+_TOKENS = re.compile(
+    r"""
+      ^Epoch\ (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$                      # Keras: "Epoch 2/5"
+    | ^Epoch:?\ *(?P<cepoch>\d+)\s*[,:]\s*(?P<cmetrics>[^\r\n]*?)[ \t]*$   # custom loop line
+    | (?P<step>\d+)/(?P<steps>\d+|Unknown)\ (?P<rest>[^\r\n\x08]*)(?P<end>[\r\n\x08])  # progress
+    """,
+    re.MULTILINE | re.VERBOSE,
+)
+_METRIC = re.compile(
+    r"(?:^|[\s,])(?P<key>[A-Za-z_][\w./]*)\s*[:=]\s*(?P<value>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))(?![\w])",
+    re.IGNORECASE,
+)
+_NOT_METRICS = {"eta"}
+MAX_STEP_ROWS = 20_000  # per worker; thinned beyond that so memory stays flat on long runs
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """`loss: 0.52 - accuracy: 0.83` or `accuracy: 0.83, train_loss: 0.52.` as a dict of floats."""
+    found = {}
+    for match in _METRIC.finditer(text):
+        key = match["key"]
+        if key.lower() not in _NOT_METRICS:
+            found[key] = float(match["value"])
+    return found
+
+
+class MetricsParser:
+    """Epoch and step rows of one worker, fed its output in arbitrary chunks."""
+
+    def __init__(self, step_scale: float = 1.0):
+        # tf-keras reduces per-step logs with "sum" off TPU, so under MultiWorkerMirroredStrategy
+        # its running step values are N times the epoch's; the Run passes 1/N to undo that.
+        self.step_scale = step_scale
+        self.epochs: dict[int, dict] = {}
+        self.steps: list[dict] = []
+        self.epoch: int | None = None  # the epoch in progress (0-based)
+        self.total_epochs: int | None = None
+        self.step: int | None = None  # step within the epoch, as printed (1-based)
+        self.steps_per_epoch: int | None = None
+        self._pending = ""
+        self._step_stride = 1
+        self._seen_steps = 0
+
+    def feed(self, text: str) -> None:
+        text = self._pending + text
+        cut = max(text.rfind("\n"), text.rfind("\r"), text.rfind("\b"))
+        self._pending = text[cut + 1:]
+        if len(self._pending) > 65536:  # a line with no end in sight carries no metrics we parse
+            self._pending = ""
+        if cut >= 0:
+            self._scan(text[: cut + 1])
+
+    def _scan(self, text: str) -> None:
+        for match in _TOKENS.finditer(text):
+            if match["epoch"] is not None:
+                self.epoch, self.total_epochs = int(match["epoch"]) - 1, int(match["epochs"])
+                self.step = 0
+            elif match["cepoch"] is not None:
+                metrics = parse_metrics(match["cmetrics"])
+                if metrics:
+                    self.epoch = int(match["cepoch"])
+                    self._add_epoch(self.epoch, metrics)
+            else:
+                metrics = parse_metrics(match["rest"])
+                if not metrics:
+                    continue  # "Waiting for 1/2 tasks" and the like
+                step = int(match["step"])
+                self.step = step
+                if match["steps"] != "Unknown":
+                    self.steps_per_epoch = int(match["steps"])
+                epoch = self.epoch if self.epoch is not None else 0
+                if match["end"] == "\n":
+                    self._add_epoch(epoch, metrics)
+                else:
+                    self._add_step(epoch, step, {k: v * self.step_scale for k, v in metrics.items()})
+
+    def _add_epoch(self, epoch: int, metrics: dict) -> None:
+        # A restarted worker (BackupAndRestore) prints an epoch again: the latest value wins.
+        self.epochs[epoch] = {"epoch": epoch, **metrics}
+
+    def _add_step(self, epoch: int, step: int, metrics: dict) -> None:
+        self._seen_steps += 1
+        if self._seen_steps % self._step_stride:
+            return
+        global_step = epoch * self.steps_per_epoch + step if self.steps_per_epoch else self._seen_steps
+        self.steps.append({"epoch": epoch, "step": global_step, **metrics})
+        if len(self.steps) > MAX_STEP_ROWS:
+            self.steps = self.steps[::2]
+            self._step_stride *= 2
+
+    def add_reported(self, row: dict) -> None:
+        """A row from `kwnb.report()`: explicit, so it wins over what was parsed."""
+        metrics = {k: float(v) for k, v in row.items() if k not in ("epoch", "step") and _is_number(v)}
+        if row.get("epoch") is not None and row.get("step") is None:
+            epoch = int(row["epoch"])
+            self.epochs[epoch] = {**self.epochs.get(epoch, {}), "epoch": epoch, **metrics}
+        elif row.get("step") is not None:
+            epoch = row.get("epoch", self.epoch if self.epoch is not None else 0)
+            self.steps.append({"epoch": epoch, "step": int(row["step"]), **metrics})
+
+    def feed_report_lines(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                try:
+                    self.add_reported(json.loads(line))
+                except (ValueError, TypeError):
+                    continue  # a half-written line is finished on the next read
+
+    def history(self) -> list[dict]:
+        return [self.epochs[e] for e in sorted(self.epochs)]
+
+    def progress(self) -> tuple[float | None, str]:
+        """Fraction done and a label like `epoch 2/5, step 30/100`, where the output tells."""
+        if self.epoch is None:
+            return None, ""
+        label = f"epoch {self.epoch + 1}" + (f"/{self.total_epochs}" if self.total_epochs else "")
+        if self.step and self.steps_per_epoch:
+            label += f", step {self.step}/{self.steps_per_epoch}"
+        if not self.total_epochs:
+            return None, label
+        within = (self.step or 0) / self.steps_per_epoch if self.steps_per_epoch else 0.0
+        done = self.epoch + 1 if self.epoch in self.epochs else self.epoch + within
+        return min(1.0, done / self.total_epochs), label
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

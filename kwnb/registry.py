@@ -1,0 +1,46 @@
+"""The runs of this process, by name: what `%kw_wait NAME` and `kwnb.get_run()` look up.
+
+Starting a run under a name that is still running stops the old one first, so re-running a
+cell never leaves two clusters fighting; at exit every run is stopped.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+
+from .run import Run
+
+_RUNS: list[Run] = []
+
+
+def launch(script: str | os.PathLike, n: int = 2, name: str | None = None, **options) -> Run:
+    """Start `script` on `n` workers (plus `ps=K` parameter servers) and return the Run at once."""
+    run = Run(script, n, name, **options)  # validates everything before anything starts
+    for previous in _RUNS:
+        if previous.name == run.name and not previous.done:
+            previous.stop(reason=f"replaced by a new run of {run.name!r}")
+            run.notes.append(f"stopped the previous run of {run.name!r} ({previous.dir.name}) first")
+    _RUNS.append(run)
+    return run.start()
+
+
+def get_run(name: str | None = None) -> Run:
+    """The latest run of that name (the latest run of all when no name is given)."""
+    for run in reversed(_RUNS):
+        if name is None or run.name == name:
+            return run
+    known = ", ".join(sorted({r.name for r in _RUNS})) or "none yet"
+    raise KeyError(f"no run named {name!r} (runs: {known})" if name else "no run has been started")
+
+
+def runs() -> list[Run]:
+    return list(_RUNS)
+
+
+def stop_all() -> None:
+    for run in _RUNS:
+        if not run.done:
+            run.stop(reason="stopped at exit")
+
+
+atexit.register(stop_all)

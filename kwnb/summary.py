@@ -1,0 +1,37 @@
+"""The plain-text account of a run: what the terminal prints and what a headless notebook shows."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .run import Run
+
+
+def format_metrics(row: dict, limit: int = 4) -> str:
+    shown = [(k, v) for k, v in row.items() if k not in ("epoch", "step")][:limit]
+    return "  ".join(f"{k} {v:.4g}" for k, v in shown)
+
+
+def format_summary(run: "Run") -> str:
+    codes = run.exit_codes
+    tasks = len(run.workers)
+    head = f"kwnb run {run.name!r}: {run.status} after {run.elapsed:.1f} s, {tasks} task{'s' * (tasks != 1)}"
+    if run.restarts:
+        head += f", {run.restarts} restart{'s' * (run.restarts != 1)}"
+    lines = [head + (f" ({run.reason})" if run.reason else "")]
+    lines.append("exit codes: " + ", ".join("running" if c is None else str(c) for c in codes))
+    for worker in run.workers:
+        role = " (chief)" if worker.position == 0 else ""
+        code = "" if worker.returncode is None else f"exit {worker.returncode}"
+        line = f"  {worker.task_type} {worker.index}{role}: {worker.status} {code}".rstrip()
+        history = worker.metrics.history()
+        if history:
+            line += f"; {len(history)} epochs, last: {format_metrics(history[-1])}"
+        lines.append(line)
+        if worker.status == "failed":
+            lines.extend("    | " + text for text in worker.screen.tail(5))
+    lines.append(f"logs: {run.dir}")
+    if run.curves_path:
+        lines.append(f"curves: {run.curves_path}")
+    lines.extend(f"note: {note}" for note in run.notes)
+    return "\n".join(lines)

@@ -145,12 +145,13 @@ class Run:
         runs_dir: str | os.PathLike | None = None,
         keep_lines: int = 300,
         launcher: Launcher | str = "local",
+        files: list[str | os.PathLike] | None = None,
     ):
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
         self.name = name or self.script.stem
-        _check_script(self.script)
         self.tasks = clusters.plan_tasks(n, ps=ps)
+        _check_script(self.script)
         self.python = _find_python(python)
         self.args = shlex.split(args) if isinstance(args, str) else list(args or [])
         self.user_env = dict(env or {})
@@ -162,7 +163,11 @@ class Run:
         self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
         self.launcher = LAUNCHERS[launcher]() if isinstance(launcher, str) else launcher
         self.dir = _new_run_dir(Path(runs_dir or os.environ.get("KWNB_RUNS_DIR") or self.cwd / ".kwnb" / "runs"), self.name)
-        shutil.copy2(self.script, self.dir / self.script.name)  # what ran, even if the cell changes later
+        # What ran, even if the cells change later: the script and the helper modules of the job.
+        self.files = [Path(f).resolve() for f in files or []]
+        for path in [self.script, *self.files]:
+            if path.is_file():
+                shutil.copy2(path, self.dir / path.name)
         replicas = sum(task.type in ("chief", "worker") for task in self.tasks)
         self.workers = [
             Worker(i, task, self.dir / f"{task.type}-{task.index}.log", metrics_path(self.dir, i), keep_lines,

@@ -1,0 +1,81 @@
+"""`kwnb run main.py -n 2`: the same engine from a terminal, with worker output prefixed by task."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import cluster as clusters
+from .follow import FileFollower
+from .options import add_launch_arguments, launch_options
+from .terminal import TerminalScreen
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kwnb", description="Run multi-worker TensorFlow training locally.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="start SCRIPT on N local workers and follow it to the end")
+    run.add_argument("script")
+    add_launch_arguments(run)
+    run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
+    config = commands.add_parser("tf-config", help="print the TF_CONFIG each task of a local cluster gets")
+    config.add_argument("-n", "--workers", type=int, default=2, metavar="N")
+    config.add_argument("--ps", type=int, default=0, metavar="K")
+    config.add_argument("--index", type=int, default=None, metavar="I", help="only task I (0 is the chief)")
+    return parser
+
+
+def tf_configs(workers: int, ps: int = 0, index: int | None = None) -> list[dict]:
+    """TF_CONFIG of every task (or of task `index`) of a fresh localhost cluster."""
+    tasks = clusters.plan_tasks(workers, ps=ps)
+    if index is not None and not 0 <= index < len(tasks):
+        raise ValueError(f"--index must be between 0 and {len(tasks) - 1}, not {index}")
+    cluster = clusters.localhost_cluster(tasks)
+    chosen = tasks if index is None else [tasks[index]]
+    return [clusters.tf_config(cluster, task) for task in chosen]
+
+
+def follow(run, out=sys.stdout) -> None:
+    """Print every finished line of every task, prefixed, until the run ends."""
+    followers = [(f"[{w.task_type} {w.index}] ", FileFollower(w.log_path), TerminalScreen(keep=1)) for w in run.workers]
+
+    def drain() -> None:
+        for prefix, follower, screen in followers:
+            for line in screen.feed(follower.read_new()):
+                out.write(prefix + line + "\n")
+        out.flush()
+
+    while not run.done:
+        drain()
+        time.sleep(0.2)
+    drain()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "tf-config":
+            for config in tf_configs(args.workers, args.ps, args.index):
+                print(json.dumps(config))
+            return 0
+        from .registry import launch
+
+        run = launch(args.script, **launch_options(args))
+    except ValueError as error:
+        print(f"kwnb: {error}", file=sys.stderr)
+        return 2
+    try:
+        if args.quiet:
+            run.wait()
+        else:
+            follow(run)
+    except KeyboardInterrupt:
+        run.stop(reason="interrupted (Ctrl-C)")
+    run.wait()
+    print(run.summary())
+    return 0 if run.status == "finished" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The live dashboard: a tab per task (status in words and colour, elapsed time, progress, log
+tail), a Stop button, and the chief's curves, redrawn from a background thread.
+
+Only widget values change after the first display, so nothing flickers and updates reach the
+right cell whatever cell runs meanwhile. Throttled: at most REFRESH_HZ redraws a second, the
+curves at most once every CURVES_SECONDS, and only when something moved.
+"""
+from __future__ import annotations
+
+import html
+import threading
+import time
+import weakref
+
+import ipywidgets as widgets
+
+from .plotting import curves_figure, png_bytes, run_series
+from .summary import format_summary
+
+REFRESH_HZ = 4
+CURVES_SECONDS = 1.5
+LOG_LINES = 300
+# Readable on JupyterLab's light and dark themes alike; the word is always shown too.
+STATUS_COLOURS = {"starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
+                  "failed": "#c62828", "stopped": "#616161"}
+
+_dashboards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def badge(status: str) -> str:
+    colour = STATUS_COLOURS.get(status, "#616161")
+    return (f'<span style="background:{colour};color:#fff;padding:1px 7px;border-radius:3px;'
+            f'font-weight:600;font-size:0.85em;letter-spacing:0.04em">{status.upper()}</span>')
+
+
+def worker_label(worker) -> str:
+    chief = " (chief)" if worker.position == 0 else ""
+    return f"{worker.task_type} {worker.index}{chief}: {worker.status}"
+
+
+def log_html(worker) -> str:
+    lines = worker.screen.tail(LOG_LINES)
+    hidden = worker.screen.total_lines + (1 if worker.screen.current.strip() else 0) - len(lines)
+    note = (f"{hidden} earlier line{'s' * (hidden != 1)} not shown; " if hidden > 0 else "") + f"full log: {worker.log_path}"
+    body = html.escape("\n".join(lines)) or "(no output yet)"
+    return (f'<div style="font-size:0.8em;opacity:0.75">{html.escape(note)}</div>'
+            f'<pre style="max-height:22em;overflow:auto;margin:2px 0;font-size:0.8em;line-height:1.25;'
+            f'white-space:pre-wrap;word-break:break-all">{body}</pre>')
+
+
+def header_html(worker) -> str:
+    parts = [badge(worker.status), f"<b>{html.escape(worker_label(worker).split(':')[0])}</b>",
+             f"pid {worker.pid}", f"{worker.elapsed:.1f} s"]
+    if worker.returncode is not None:
+        parts.append(f"exit code <b>{worker.returncode}</b>")
+    if worker.restarts:
+        parts.append(f"restarts {worker.restarts}")
+    if worker.tf_config:
+        parts.append(f"<code>{html.escape(worker.address)}</code>")
+    return " &nbsp;·&nbsp; ".join(parts)
+
+
+class Dashboard:
+    """Widgets showing one Run, kept current by a thread until the run ends."""
+
+    def __init__(self, run, parent=None, print_summary: bool = True):
+        self.run = run
+        self._parent, self._print_summary = parent, print_summary
+        self.title = widgets.HTML()
+        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
+                                          tooltip="Stop every task of this run (TERM, then KILL)")
+        self.stop_button.on_click(lambda _: threading.Thread(target=run.stop, daemon=True).start())
+        self.headers = [widgets.HTML() for _ in run.workers]
+        self.progress = [widgets.FloatProgress(value=0, min=0, max=1, description="", bar_style="info",
+                                               layout=widgets.Layout(width="60%")) for _ in run.workers]
+        self.progress_labels = [widgets.Label() for _ in run.workers]
+        self.logs = [widgets.HTML() for _ in run.workers]
+        self.tabs = widgets.Tab(children=[
+            widgets.VBox([h, widgets.HBox([p, l]), g])
+            for h, p, l, g in zip(self.headers, self.progress, self.progress_labels, self.logs)])
+        self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
+        self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
+                                                 layout=widgets.Layout(justify_content="space-between")),
+                                    self.tabs, self.curves_note, self.curves])
+        self.widget.add_class("kwnb-dashboard")
+        self._seen_version = -1
+        self._curves_key = None
+        self._curves_at = 0.0
+        self.refresh(force_curves=True)
+        self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{run.name}", daemon=True)
+        self._thread.start()
+
+    def refresh(self, force_curves: bool = False) -> None:
+        run = self.run
+        self._set(self.title, "value", f"{badge(run.status)} <b>{html.escape(run.name)}</b> &nbsp;·&nbsp; "
+                  f"{len(run.workers)} tasks &nbsp;·&nbsp; {run.elapsed:.1f} s"
+                  + (f" &nbsp;·&nbsp; restarts {run.restarts}" if run.restarts else "")
+                  + (f" &nbsp;·&nbsp; {html.escape(run.reason)}" if run.reason else ""))
+        self.stop_button.disabled = run.done
+        with run._lock:
+            titles = tuple(worker_label(w) for w in run.workers)
+            if tuple(self.tabs.titles) != titles:
+                self.tabs.titles = titles
+            for i, worker in enumerate(run.workers):
+                self._set(self.headers[i], "value", header_html(worker))
+                fraction, label = worker.metrics.progress()
+                if fraction is not None:
+                    self._set(self.progress[i], "value", fraction)
+                bar = {"finished": "success", "failed": "danger", "stopped": "warning"}.get(worker.status, "info")
+                self._set(self.progress[i], "bar_style", bar)
+                self._set(self.progress_labels[i], "value", label or worker.status)
+                self._set(self.logs[i], "value", log_html(worker))
+        self._refresh_curves(force_curves)
+
+    def _refresh_curves(self, force: bool) -> None:
+        chief = self.run.chief.metrics
+        key = (len(chief.epochs), len(chief.steps), chief.steps[-1]["step"] if chief.steps else None)
+        now = time.monotonic()
+        if key == self._curves_key or (not force and now - self._curves_at < CURVES_SECONDS):
+            return
+        figure = curves_figure(run_series(self.run), title=f"{self.run.name} (chief)")
+        if figure is None:
+            return
+        self.curves.value = png_bytes(figure)
+        self.curves_note.value = ""
+        self._curves_key, self._curves_at = key, now
+
+    @staticmethod
+    def _set(widget, name: str, value) -> None:
+        if getattr(widget, name) != value:  # unchanged values send nothing to the browser
+            setattr(widget, name, value)
+
+    def _follow(self) -> None:
+        while not self.run.done:
+            time.sleep(1 / REFRESH_HZ)
+            try:
+                self.refresh()
+            except Exception:  # a closed comm (kernel shutting down) must not spam tracebacks
+                return
+        self.refresh(force_curves=True)
+        if self._print_summary:
+            self._print_final_summary()
+
+    def _print_final_summary(self) -> None:
+        """The plain-text account, in the cell that started the run, for anyone not looking at widgets.
+
+        Only where the kernel can route one thread's output to a given cell (ipykernel 7's
+        set_thread_parent); elsewhere it would land in whatever cell runs now, so it is left out.
+        """
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            if shell is None or self._parent is None or not hasattr(shell, "set_thread_parent"):
+                return
+            tokens = shell.set_thread_parent(self._parent)
+            try:
+                print(format_summary(self.run), flush=True)
+            finally:
+                shell.reset_thread_parent(tokens)
+        except Exception:
+            pass
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = repr(self.run)
+        return bundle
+
+
+def settle(run, timeout: float = 10.0) -> None:
+    """Let a run's dashboard draw its final state: a headless notebook saves widgets as they are."""
+    dashboard = _dashboards.get(run)
+    if dashboard is not None:
+        dashboard._thread.join(timeout)
+
+
+def dashboard_for(run, parent=None, print_summary: bool = True) -> Dashboard:
+    """One dashboard per run: showing a Run twice shows the same live widgets."""
+    if run not in _dashboards:
+        _dashboards[run] = Dashboard(run, parent=parent, print_summary=print_summary)
+    return _dashboards[run]

@@ -1,0 +1,246 @@
+"""IPython magics: thin wrappers that parse options, call the engine and display what it returns.
+
+Every error the user can cause becomes one UsageError line, and nothing starts.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import Image, display
+
+from . import registry
+from .cli import tf_configs
+from .options import LAUNCH_ARGUMENTS, launch_options
+from .plotting import curves_figure, png_bytes
+from .run import Run
+
+
+def _launch_arguments(func):
+    for args, kwargs in reversed(LAUNCH_ARGUMENTS):
+        func = argument(*args, **kwargs)(func)
+    return func
+
+
+def _run(name: str | None) -> Run:
+    try:
+        return registry.get_run(name or None)
+    except KeyError as error:
+        raise UsageError(error.args[0]) from None
+
+
+def _position(run: Run, index: int) -> int:
+    try:
+        run.worker(index)
+    except IndexError as error:
+        raise UsageError(str(error)) from None
+    return index
+
+
+def write_cell(path: str, cell: str, check_syntax: bool = True) -> Path:
+    """Write a cell to a file as %%writefile does, refusing an empty or non-compiling cell first."""
+    target = Path(path).expanduser()
+    if not cell.strip():
+        raise UsageError(f"the cell is empty: nothing to write to {path}")
+    if check_syntax:
+        try:
+            compile(cell, f"<{target.name}>", "exec")  # a real path would make Python quote the old file
+        except SyntaxError as error:
+            text = (error.text or "").rstrip()
+            raise UsageError(f"{target.name} line {error.lineno}: SyntaxError: {error.msg}"
+                             + (f": {text.strip()}" if text else "")) from None
+    if target.is_dir():
+        raise UsageError(f"{path} is a directory")
+    try:
+        target.write_text(cell, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
+    return target
+
+
+def history_rows(value) -> list[dict]:
+    """Per-epoch rows from a Keras History, a {'loss': [...]} dict or a list of rows."""
+    if hasattr(value, "history") and isinstance(value.history, dict):
+        epochs = getattr(value, "epoch", None) or range(len(next(iter(value.history.values()), [])))
+        return [{"epoch": e, **{k: float(v[i]) for k, v in value.history.items()}} for i, e in enumerate(epochs)]
+    if isinstance(value, dict):
+        return history_rows(type("H", (), {"history": value, "epoch": None})())
+    if isinstance(value, list) and all(isinstance(row, dict) for row in value):
+        return [{"epoch": row.get("epoch", i), **row} for i, row in enumerate(value)]
+    raise UsageError(f"cannot plot a {type(value).__name__}: give a run name or a Keras History")
+
+
+@magics_class
+class KwnbMagics(Magics):
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.job_files: list[Path] = []  # written with %%kw_file: part of every run's job
+
+    @cell_magic
+    @magic_arguments()
+    @argument("file", help="where to write the cell (e.g. main.py); the run's name defaults to its stem")
+    @_launch_arguments
+    @argument("--wait", action="store_true", help="block until the run ends, then print its summary")
+    def kw_worker(self, line, cell):
+        """Write the cell to FILE and run it on N local workers, each with its own TF_CONFIG.
+
+        Returns at once with a live dashboard (a tab per worker: status, elapsed time, progress,
+        log; the chief's curves), unless --wait. The run is also available as kwnb.get_run(NAME).
+        """
+        args = self._parse(self.kw_worker, line)
+        try:
+            options = launch_options(args)
+            script = write_cell(args.file, cell)
+            run = registry.launch(script, files=list(self.job_files), **options)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        for note in run.notes:
+            print(f"kwnb: {note}")
+        if args.wait:
+            from .dashboard import dashboard_for, settle
+
+            display(dashboard_for(run, print_summary=False))
+            try:
+                run.wait()
+            except KeyboardInterrupt:
+                print(f"kwnb: interrupted; run {run.name!r} goes on (%kw_stop {run.name} stops it)")
+                return None
+            settle(run)
+            print(run.summary())
+            return None
+        return run
+
+    @cell_magic
+    @magic_arguments()
+    @argument("file", help="where to write the cell, e.g. mnist_setup.py")
+    def kw_file(self, line, cell):
+        """Write a helper module, as %%writefile does, and remember it as part of the job."""
+        path = write_cell(self._parse(self.kw_file, line).file, cell).resolve()
+        if path not in self.job_files:
+            self.job_files.append(path)
+        print(f"Wrote {path.name} ({len(cell.splitlines())} lines)")
+
+    @line_magic
+    @magic_arguments()
+    @argument("name", nargs="?", default=None, help="run name (default: the latest run)")
+    @argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up waiting after this long")
+    def kw_wait(self, line):
+        """Wait for a run to end and print its summary (exit codes, last metrics, where the logs are)."""
+        args = self._parse(self.kw_wait, line)
+        run = _run(args.name)
+        try:
+            run.wait(args.timeout)
+        except KeyboardInterrupt:
+            print(f"kwnb: stopped waiting; run {run.name!r} goes on")
+            return
+        if run.done:
+            from .dashboard import settle
+
+            settle(run)
+        print(run.summary())
+
+    @line_magic
+    @magic_arguments()
+    @argument("name", nargs="?", default=None, help="run name (default: the latest run)")
+    @argument("--all", action="store_true", help="stop every run of this kernel")
+    def kw_stop(self, line):
+        """Stop a run: TERM to every task and its children, KILL after a grace period."""
+        args = self._parse(self.kw_stop, line)
+        targets = [r for r in registry.runs() if not r.done] if args.all else [_run(args.name)]
+        for run in targets:
+            run.stop()
+            print(f"kwnb: {run.name!r} {run.status}; exit codes {run.exit_codes}")
+        if not targets:
+            print("kwnb: no run is going")
+
+    @line_magic
+    def kw_status(self, line):
+        """One line per run of this kernel: name, status, exit codes, elapsed time, folder."""
+        if line.strip():
+            raise UsageError("%kw_status takes no arguments")
+        runs = registry.runs()
+        if not runs:
+            print("kwnb: no run has been started")
+        for run in runs:
+            codes = ", ".join("-" if c is None else str(c) for c in run.exit_codes)
+            print(f"{run.name:<16} {run.status:<9} exit [{codes}]  {run.elapsed:7.1f} s  {run.dir}")
+
+    @line_magic
+    @magic_arguments()
+    @argument("name", help="run name")
+    @argument("index", nargs="?", type=int, default=0, help="task position (0 is the chief)")
+    @argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    def kw_logs(self, line):
+        """A task's log as a terminal shows it (progress bars drawn, not as raw fragments)."""
+        args = self._parse(self.kw_logs, line)
+        run = _run(args.name)
+        print(run.logs(_position(run, args.index), tail=args.tail))
+
+    @line_magic
+    @magic_arguments()
+    @argument("name", help="run name")
+    @argument("index", type=int, help="task position (0 is the chief)")
+    def kw_kill(self, line):
+        """SIGKILL one task, as if its machine were preempted; the run's --on-failure policy follows."""
+        args = self._parse(self.kw_kill, line)
+        run = _run(args.name)
+        run.kill(_position(run, args.index))
+        print(f"kwnb: killed {run.workers[args.index].task_type} {run.workers[args.index].index} of {run.name!r}")
+
+    @line_magic
+    @magic_arguments()
+    @argument("names", nargs="+", help="run names, or variables holding a Keras History (e.g. a baseline fit)")
+    def kw_plot(self, line):
+        """Overlay the per-epoch curves of runs (their chiefs) and of Keras Histories from the kernel."""
+        series = {}
+        for name in self._parse(self.kw_plot, line).names:
+            if any(r.name == name for r in registry.runs()):
+                run = _run(name)
+                series[f"{name} ({sum(w.task_type == 'worker' for w in run.workers)} workers)"] = {
+                    "epochs": run.history()}
+            elif name in self.shell.user_ns:
+                series[name] = {"epochs": history_rows(self.shell.user_ns[name])}
+            else:
+                _run(name)  # raises the "no run named" error
+        figure = curves_figure(series)
+        if figure is None:
+            print("kwnb: nothing to plot yet (no epoch has finished)")
+            return
+        display(Image(png_bytes(figure)))
+
+    @line_magic
+    @magic_arguments()
+    @argument("-n", "--workers", type=int, default=2, metavar="N", help="number of workers")
+    @argument("--ps", type=int, default=0, metavar="K", help="number of parameter servers")
+    @argument("--index", type=int, default=None, metavar="I", help="only the task at position I")
+    def kw_tf_config(self, line):
+        """Print the TF_CONFIG each task of a local cluster of this shape gets (ports free now)."""
+        args = self._parse(self.kw_tf_config, line)
+        try:
+            for config in tf_configs(args.workers, args.ps, args.index):
+                print(json.dumps(config, indent=None))
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+
+    @staticmethod
+    def _parse(magic, line):
+        return parse_argstring(magic, line)
+
+
+def _display_run(run: Run) -> None:
+    from IPython import get_ipython
+
+    from .dashboard import dashboard_for
+
+    shell = get_ipython()
+    parent = shell.get_parent() if shell is not None and hasattr(shell, "get_parent") else None
+    display(dashboard_for(run, parent=parent))
+
+
+def load_ipython_extension(ipython) -> None:
+    ipython.register_magics(KwnbMagics)
+    # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard.
+    ipython.display_formatter.ipython_display_formatter.for_type(Run, _display_run)

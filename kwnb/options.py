@@ -1,0 +1,60 @@
+"""Launch options, defined once for both `%%kw_worker` (IPython magic_arguments) and `kwnb run` (argparse).
+
+Kept as plain (args, kwargs) pairs so this module needs neither IPython nor the engine.
+"""
+from __future__ import annotations
+
+import argparse
+
+from .cluster import MAX_TASKS
+from .run import ON_FAILURE
+
+LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
+    (("-n", "--workers"), dict(type=int, default=2, metavar="N",
+                                help=f"number of worker processes (1 to {MAX_TASKS}; default 2)")),
+    (("--ps",), dict(type=int, default=0, metavar="K", help="number of parameter-server tasks (default 0)")),
+    (("--name",), dict(default=None, help="run name (default: the script's file name without .py)")),
+    (("--timeout",), dict(type=float, default=None, metavar="SECONDS", help="stop the whole run after this long")),
+    (("--env",), dict(action="append", default=[], metavar="KEY=VALUE",
+                      help="extra environment variable for every task (repeatable)")),
+    (("--python",), dict(default=None, metavar="EXE", help="Python interpreter for the tasks (default: this one)")),
+    (("--args",), dict(default="", metavar='"..."', help="command-line arguments passed to the script")),
+    (("--on-failure",), dict(choices=ON_FAILURE, default="stop",
+                             help="when a task fails: stop the others after a grace period (default), "
+                                  "keep them running, or restart the cluster")),
+    (("--max-restarts",), dict(type=int, default=3, metavar="K", help="restarts allowed with --on-failure restart")),
+    (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
+]
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    for args, kwargs in LAUNCH_ARGUMENTS:
+        parser.add_argument(*args, **kwargs)
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not key.replace("_", "").isalnum() or key[0].isdigit():
+            raise ValueError(f"--env takes KEY=VALUE with a valid variable name, not {pair!r}")
+        env[key] = value
+    return env
+
+
+def launch_options(namespace: argparse.Namespace) -> dict:
+    """Keyword arguments for `kwnb.launch` from parsed options."""
+    if namespace.max_restarts < 0:
+        raise ValueError(f"--max-restarts must be 0 or more, not {namespace.max_restarts}")
+    return dict(
+        n=namespace.workers,
+        ps=namespace.ps,
+        name=namespace.name,
+        timeout=namespace.timeout,
+        env=parse_env(namespace.env),
+        python=namespace.python,
+        args=namespace.args.strip("\"'") if namespace.args else "",
+        on_failure=namespace.on_failure,
+        max_restarts=namespace.max_restarts,
+        gpus=namespace.gpus,
+    )

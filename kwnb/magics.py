@@ -192,6 +192,20 @@ class KwnbMagics(Magics):
 
     @line_magic
     @magic_arguments()
+    @argument("name", help="run name")
+    @argument("index", type=int, help="task position (0 is the chief)")
+    def kw_restart(self, line):
+        """Start one task again with the same TF_CONFIG (its log gets a separator line, not a new file)."""
+        args = self._parse(self.kw_restart, line)
+        run = _run(args.name)
+        try:
+            run.restart(_position(run, args.index))
+        except RuntimeError as error:
+            raise UsageError(str(error)) from None
+        print(f"kwnb: restarted {run.workers[args.index].task_type} {run.workers[args.index].index} of {run.name!r}")
+
+    @line_magic
+    @magic_arguments()
     @argument("names", nargs="+", help="run names, or variables holding a Keras History (e.g. a baseline fit)")
     def kw_plot(self, line):
         """Overlay the per-epoch curves of runs (their chiefs) and of Keras Histories from the kernel."""

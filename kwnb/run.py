@@ -24,6 +24,9 @@ from .terminal import TerminalScreen
 
 POLL_SECONDS = 0.1
 ON_FAILURE = ("stop", "keep", "restart")
+PORT_RETRIES = 3
+# What TensorFlow prints when its port was taken between kwnb choosing it and the worker binding it.
+BIND_FAILURE = "Could not start gRPC server"
 
 
 class Worker:
@@ -50,6 +53,7 @@ class Worker:
         self._reports = FileFollower(reports_path)
         self._process: TaskProcess | None = None
         self._stop_requested = False
+        self.bind_failed = False
 
     @property
     def address(self) -> str:
@@ -69,12 +73,14 @@ class Worker:
         self._process, self.tf_config, self.pid = process, tf_config, process.pid
         self.returncode, self.ended_at, self.port_open_at = None, None, None
         self.status, self.started_at, self._stop_requested = "starting", time.time(), False
+        self.bind_failed = False
 
     def _read_output(self) -> bool:
         text = self._log.read_new()
         if text:
             self.screen.feed(text)
             self.metrics.feed(text)
+            self.bind_failed = self.bind_failed or BIND_FAILURE in text
         reported = self._reports.read_new()
         if reported:
             self.metrics.feed_report_lines(reported)
@@ -177,6 +183,7 @@ class Run:
         for worker in self.workers:  # created private: logs can hold data and tracebacks
             os.close(os.open(worker.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
         self.restarts = 0
+        self.port_retries = 0
         self.reason = ""  # why the run ended early, in words
         self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
         self.started_at: float | None = None
@@ -251,11 +258,21 @@ class Run:
         if not failed or self._stopping:
             return
         alive = [w for w in self.workers if w.alive]
+        clashed = [w for w in failed if w.bind_failed]
+        if clashed and self.port_retries < PORT_RETRIES:
+            self.port_retries += 1
+            self.notes.append(f"{clashed[0].task} could not bind {clashed[0].address} (taken after it was chosen); "
+                              f"relaunched the cluster on new ports")
+            self._stop_all(count_as_stop=False)
+            self._relaunch_all(f"port {clashed[0].address} was taken; new ports, try {self.port_retries + 1}")
+            return
         if self.on_failure == "restart" and self.restarts < self.max_restarts:
             first = failed[0]
             self._stop_all(count_as_stop=False)
             self.restarts += 1
-            self._restart_all(f"{first.task} exited with {first.returncode}")
+            for worker in self.workers:
+                worker.restarts = self.restarts
+            self._relaunch_all(f"restart {self.restarts} of the cluster: {first.task} exited with {first.returncode}")
             return
         if not alive:
             self.reason = self.reason or f"{failed[0].task} failed with exit code {failed[0].returncode}"
@@ -279,11 +296,9 @@ class Run:
         for worker in self.workers:
             worker._poll()
 
-    def _restart_all(self, why: str) -> None:
+    def _relaunch_all(self, why: str) -> None:
         for worker in self.workers:
-            worker.restarts = self.restarts
-            with open(worker.log_path, "ab") as log:
-                log.write(f"\n===== kwnb: restart {self.restarts} of the cluster ({why}) =====\n".encode())
+            _log_separator(worker, why)
         self._failed_at = None
         self._launch_all()
 
@@ -317,6 +332,23 @@ class Run:
     def kill(self, position: int) -> None:
         """SIGKILL one task, as a preempted machine: the failure policy then decides what follows."""
         self.worker(position)._kill()
+
+    def restart(self, position: int) -> None:
+        """Start one task again with the same TF_CONFIG, as a replaced machine rejoining the cluster."""
+        worker = self.worker(position)
+        with self._lock:
+            if self.done:
+                raise RuntimeError(f"run {self.name!r} has ended; launch it again instead")
+            worker._stop(self.stop_grace)
+            worker._poll()
+            worker.restarts += 1
+            self.restarts += 1
+            _log_separator(worker, f"{worker.task} restarted by the user")
+            launch = TaskLaunch(worker.task, self.python, str(self.script), self.args,
+                                self._env(worker, worker.tf_config), str(self.cwd), worker.log_path)
+            worker._started(self.launcher.start(launch), worker.tf_config)
+            self._failed_at = None
+            self.version += 1
 
     # ----- reading ----------------------------------------------------------------------------
     @property
@@ -379,6 +411,12 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<kwnb Run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"
+
+
+def _log_separator(worker: Worker, why: str) -> None:
+    """Logs are appended across restarts, with a line that shows where each attempt begins."""
+    with open(worker.log_path, "ab") as log:
+        log.write(f"\n===== kwnb: {why} =====\n".encode())
 
 
 def _check_script(script: Path) -> None:

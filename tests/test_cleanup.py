@@ -1,0 +1,74 @@
+"""No orphans: a kernel restarted, shut down or SIGKILLed leaves no worker (nor a worker's child) alive."""
+import signal
+import time
+
+import psutil
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+LAUNCH = """
+%load_ext kwnb
+import kwnb, pathlib, time
+pathlib.Path('sleeper.py').write_text(
+    "import subprocess, time\\n"
+    "child = subprocess.Popen(['sleep', '300'])\\n"
+    "print('child', child.pid, flush=True)\\n"
+    "time.sleep(300)\\n")
+run = kwnb.launch('sleeper.py', n=2)
+deadline = time.time() + 30
+while time.time() < deadline and not all('child' in w.log_path.read_text() for w in run.workers):
+    time.sleep(0.1)
+pids = [w.pid for w in run.workers] + [int(w.log_path.read_text().split()[1]) for w in run.workers]
+print('PIDS', *pids)
+"""
+
+
+def run_code(client, code: str) -> str:
+    out = []
+    reply = client.execute_interactive(code, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")))
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return "".join(out)
+
+
+def launched_pids(client) -> list[int]:
+    line = next(l for l in run_code(client, LAUNCH).splitlines() if l.startswith("PIDS"))
+    pids = [int(p) for p in line.split()[1:]]
+    assert len(pids) == 4 and all(psutil.pid_exists(p) for p in pids)
+    return pids
+
+
+def gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return alive
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    yield manager, client
+    client.stop_channels()
+    if manager.is_alive():
+        manager.shutdown_kernel(now=True)
+
+
+def test_kernel_restart_and_shutdown_stop_every_worker_and_child(kernel):
+    manager, client = kernel
+    pids = launched_pids(client)
+    manager.restart_kernel(now=False)
+    assert gone_within(pids, 10) == []
+    client.wait_for_ready(timeout=60)
+    pids = launched_pids(client)
+    manager.shutdown_kernel(now=False)
+    assert gone_within(pids, 10) == []
+
+
+def test_sigkilled_kernel_leaves_no_worker_behind(kernel):
+    manager, client = kernel
+    pids = launched_pids(client)
+    manager.provisioner.process.send_signal(signal.SIGKILL)  # atexit never runs: the watchdog must act
+    assert gone_within(pids, 10) == []

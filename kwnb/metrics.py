@@ -13,8 +13,8 @@ import re
 
 _TOKENS = re.compile(
     r"""
-      ^Epoch\ (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$                      # Keras: "Epoch 2/5"
-    | ^Epoch:?\ *(?P<cepoch>\d+)\s*[,:]\s*(?P<cmetrics>[^\r\n]*?)[ \t]*$   # custom loop line
+      (?:^|(?<=\r))Epoch\ (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$           # Keras: "Epoch 2/5"
+    | (?:^|(?<=\r))Epoch:?\ *(?P<cepoch>\d+)\s*[,:]\s*(?P<cmetrics>[^\r\n]*?)[ \t]*$   # custom loop line
     | (?P<step>\d+)/(?P<steps>\d+|Unknown)\ (?P<rest>[^\r\n\x08]*)(?P<end>[\r\n\x08])  # progress
     """,
     re.MULTILINE | re.VERBOSE,
@@ -51,6 +51,8 @@ class MetricsParser:
         self.step: int | None = None  # step within the epoch, as printed (1-based)
         self.steps_per_epoch: int | None = None
         self._pending = ""
+        self._pending_reports = ""
+        self._reported: dict[int, dict] = {}  # explicit kwnb.report() epoch values, which always win
         self._step_stride = 1
         self._seen_steps = 0
 
@@ -83,17 +85,22 @@ class MetricsParser:
                     self.steps_per_epoch = int(match["steps"])
                 epoch = self.epoch if self.epoch is not None else 0
                 if match["end"] == "\n":
+                    if self.steps and self.steps[-1]["epoch"] == epoch and self.steps_per_epoch:
+                        # Keras redraws at most every 0.05 s, so the last step drawn is often not the
+                        # last step; the epoch line is (with values already reduced: no scaling).
+                        self._add_step(epoch, step, metrics, always=True)
                     self._add_epoch(epoch, metrics)
                 else:
                     self._add_step(epoch, step, {k: v * self.step_scale for k, v in metrics.items()})
 
     def _add_epoch(self, epoch: int, metrics: dict) -> None:
-        # A restarted worker (BackupAndRestore) prints an epoch again: the latest value wins.
-        self.epochs[epoch] = {"epoch": epoch, **metrics}
+        # A restarted worker (BackupAndRestore) prints an epoch again: the latest value wins,
+        # except over values stated with kwnb.report(), whichever file was read first.
+        self.epochs[epoch] = {"epoch": epoch, **metrics, **self._reported.get(epoch, {})}
 
-    def _add_step(self, epoch: int, step: int, metrics: dict) -> None:
+    def _add_step(self, epoch: int, step: int, metrics: dict, always: bool = False) -> None:
         self._seen_steps += 1
-        if self._seen_steps % self._step_stride:
+        if self._seen_steps % self._step_stride and not always:
             return
         global_step = epoch * self.steps_per_epoch + step if self.steps_per_epoch else self._seen_steps
         self.steps.append({"epoch": epoch, "step": global_step, **metrics})
@@ -103,21 +110,24 @@ class MetricsParser:
 
     def add_reported(self, row: dict) -> None:
         """A row from `kwnb.report()`: explicit, so it wins over what was parsed."""
-        metrics = {k: float(v) for k, v in row.items() if k not in ("epoch", "step") and _is_number(v)}
+        metrics = {k: float(v) for k, v in row.items() if k not in ("epoch", "step", "time") and _is_number(v)}
         if row.get("epoch") is not None and row.get("step") is None:
             epoch = int(row["epoch"])
-            self.epochs[epoch] = {**self.epochs.get(epoch, {}), "epoch": epoch, **metrics}
+            self._reported[epoch] = {**self._reported.get(epoch, {}), **metrics}
+            self.epochs[epoch] = {**self.epochs.get(epoch, {}), "epoch": epoch, **self._reported[epoch]}
         elif row.get("step") is not None:
-            epoch = row.get("epoch", self.epoch if self.epoch is not None else 0)
-            self.steps.append({"epoch": epoch, "step": int(row["step"]), **metrics})
+            epoch = row["epoch"] if row.get("epoch") is not None else (self.epoch if self.epoch is not None else 0)
+            self.steps.append({"epoch": int(epoch), "step": int(row["step"]), **metrics})
 
     def feed_report_lines(self, text: str) -> None:
-        for line in text.splitlines():
+        text = self._pending_reports + text
+        complete, _, self._pending_reports = text.rpartition("\n")  # a half-written line waits for its end
+        for line in complete.splitlines():
             if line.strip():
                 try:
                     self.add_reported(json.loads(line))
                 except (ValueError, TypeError):
-                    continue  # a half-written line is finished on the next read
+                    continue  # not a row kwnb.report() wrote
 
     def history(self) -> list[dict]:
         return [self.epochs[e] for e in sorted(self.epochs)]

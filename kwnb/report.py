@@ -23,10 +23,17 @@ def report(step: int | None = None, epoch: int | None = None, **metrics: float) 
     run_dir, position = os.environ.get(RUN_DIR_ENV), os.environ.get(WORKER_ENV)
     if not run_dir or position is None:
         return
-    row = {"time": time.time(), "epoch": epoch, "step": step}
+    row = {"time": time.time(), "epoch": _whole(epoch), "step": _whole(step)}
     row.update({key: _plain(value) for key, value in metrics.items()})
     with open(metrics_path(run_dir, int(position)), "a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")
+
+
+def _whole(value):
+    """Steps and epochs from numpy or TensorFlow (`optimizer.iterations.numpy()`) as Python ints."""
+    if value is None:
+        return None
+    return int(value.numpy() if hasattr(value, "numpy") else value)
 
 
 def _plain(value):

@@ -8,7 +8,7 @@ if TYPE_CHECKING:
 
 
 def format_metrics(row: dict, limit: int = 4) -> str:
-    shown = [(k, v) for k, v in row.items() if k not in ("epoch", "step")][:limit]
+    shown = [(k, v) for k, v in row.items() if k not in ("epoch", "step", "time")][:limit]
     return "  ".join(f"{k} {v:.4g}" for k, v in shown)
 
 

@@ -46,9 +46,14 @@ class TerminalScreen:
         self.total_lines = 0  # finished lines seen, including those no longer kept
         self.current = ""  # the line being drawn (no newline yet)
         self._cursor = 0
+        self._held = ""  # an escape sequence cut by a read, completed by the next one
 
     def feed(self, text: str) -> list[str]:
         """Add output; returns the lines it finished (rendered), oldest first."""
+        text, self._held = self._held + text, ""
+        start = text.rfind("\x1b", max(0, len(text) - 32))
+        if start >= 0 and not _ANSI.match(text, start):
+            text, self._held = text[:start], text[start:]
         parts = text.split("\n")
         finished = []
         for part in parts[:-1]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 import kwnb
 from kwnb import metrics as metrics_module
 from kwnb.follow import FileFollower
+from chunking import random_chunks
 from kwnb.metrics import MetricsParser, parse_metrics
 from kwnb.report import metrics_path
 
@@ -45,16 +45,6 @@ def expected_steps(text: str) -> list[tuple[int, int, float, float]]:
     return rows
 
 
-def chunks(text: str, seed: int, largest: int = 64) -> list[str]:
-    rng = random.Random(seed)
-    out, i = [], 0
-    while i < len(text):
-        size = rng.randint(1, largest)
-        out.append(text[i:i + size])
-        i += size
-    return out
-
-
 def parsed(*pieces: str, step_scale: float = 1.0) -> MetricsParser:
     parser = MetricsParser(step_scale=step_scale)
     for piece in pieces:
@@ -81,7 +71,7 @@ def test_fixture_epochs_match_the_final_epoch_lines(name):
 def test_fixture_parses_the_same_in_random_chunks(name, seed):
     text = raw(name)
     whole = parsed(text, step_scale=0.5)
-    chunked = parsed(*chunks(text, seed), step_scale=0.5)
+    chunked = parsed(*random_chunks(text, seed), step_scale=0.5)
     assert chunked.history() == whole.history() == expected_epochs(text)
     assert chunked.steps == whole.steps
     assert (chunked.epoch, chunked.step, chunked.steps_per_epoch) == (whole.epoch, whole.step, whole.steps_per_epoch)

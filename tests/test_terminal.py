@@ -1,11 +1,11 @@
 """kwnb.terminal: a byte stream rendered as a terminal shows it, whatever the chunking."""
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
+from chunking import random_chunks
 from kwnb.terminal import TerminalScreen, render_line
 
 DATA = Path(__file__).parent / "data"
@@ -25,16 +25,6 @@ def rendered(*chunks: str, keep: int = 300) -> TerminalScreen:
 
 def state(screen: TerminalScreen) -> tuple:
     return list(screen.lines), screen.current, screen.total_lines, screen.hidden_lines, screen.tail()
-
-
-def random_chunks(text: str, seed: int, largest: int = 40) -> list[str]:
-    rng = random.Random(seed)
-    chunks, i = [], 0
-    while i < len(text):
-        size = rng.randint(1, largest)
-        chunks.append(text[i:i + size])
-        i += size
-    return chunks
 
 
 # ----- single rules -------------------------------------------------------------------------------

@@ -43,9 +43,11 @@ def log_html(worker) -> str:
     hidden = worker.screen.total_lines + (1 if worker.screen.current.strip() else 0) - len(lines)
     note = (f"{hidden} earlier line{'s' * (hidden != 1)} not shown; " if hidden > 0 else "") + f"full log: {worker.log_path}"
     body = html.escape("\n".join(lines)) or "(no output yet)"
+    # column-reverse keeps the box scrolled to its newest line, like a terminal, on every redraw.
     return (f'<div style="font-size:0.8em;opacity:0.75">{html.escape(note)}</div>'
-            f'<pre style="max-height:22em;overflow:auto;margin:2px 0;font-size:0.8em;line-height:1.25;'
-            f'white-space:pre-wrap;word-break:break-all">{body}</pre>')
+            f'<div style="max-height:22em;overflow:auto;display:flex;flex-direction:column-reverse">'
+            f'<pre style="flex:none;margin:2px 0;font-size:0.8em;line-height:1.25;'
+            f'white-space:pre-wrap;word-break:break-all">{body}</pre></div>')
 
 
 def header_html(worker) -> str:
@@ -78,11 +80,17 @@ class Dashboard:
         self.tabs = widgets.Tab(children=[
             widgets.VBox([h, widgets.HBox([p, l]), g])
             for h, p, l, g in zip(self.headers, self.progress, self.progress_labels, self.logs)])
-        self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        # Hidden until the first PNG (an empty Image is a broken-image icon); never drawn wider than
+        # the PNG itself, which would blur it.
+        self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
+                                                                        margin="2px 0", display="none"))
         self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
+        # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short.
+        tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
+                                 "{flex:0 0 auto}</style>", layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),
-                                    self.tabs, self.curves_note, self.curves])
+                                    self.tabs, self.curves_note, self.curves, tab_width])
         self.widget.add_class("kwnb-dashboard")
         self._seen_version = -1
         self._curves_key = None
@@ -123,6 +131,7 @@ class Dashboard:
         if figure is None:
             return
         self.curves.value = png_bytes(figure)
+        self.curves.layout.display = None
         self.curves_note.value = ""
         self._curves_key, self._curves_at = key, now
 

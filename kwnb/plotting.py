@@ -49,9 +49,10 @@ def curves_figure(series: dict[str, dict], title: str = "") -> Figure | None:
 def _draw(axis, label: str, rows: dict, name: str) -> None:
     steps = [r for r in rows.get("steps") or [] if name in r]
     epochs = rows.get("epochs") or []
-    if steps and epochs:
-        # Steps within an epoch sit between epoch marks: step s of epoch e is drawn at e + s/S.
-        per_epoch = max(1, max(r["step"] for r in steps) / max(1, len(epochs)))
+    per_epoch = rows.get("steps_per_epoch")
+    if steps and per_epoch:
+        # Step s of epoch e (global step e*S + s) is drawn at e + s/S, so an epoch's steps end where
+        # its epoch mark (at e + 1) stands.
         axis.plot([r["step"] / per_epoch for r in steps], [r[name] for r in steps], alpha=0.35, lw=1,
                   label=f"{label} (per step)")
     for key, style in ((name, "-o"), ("val_" + name, "--s")):
@@ -64,7 +65,8 @@ def run_series(run, positions: list[int] | None = None) -> dict[str, dict]:
     positions = positions or [0]
     return {
         (run.name if len(positions) == 1 else f"{run.name} task {p}"): {
-            "epochs": run.history(p), "steps": run.step_history(p)}
+            "epochs": run.history(p), "steps": run.step_history(p),
+            "steps_per_epoch": run.workers[p].metrics.steps_per_epoch}
         for p in positions
     }
 

@@ -1,0 +1,132 @@
+"""A throw-away JupyterLab server for browser tests: loopback only, a token, its own settings.
+
+Nothing of the user's ~/.jupyter or ~/.local/share/jupyter/lab settings is read, nothing is
+fetched from outside (no news, no update check, no extension listing), and the server, its
+kernels and their kwnb workers end with the context manager.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+LIGHT, DARK = "JupyterLab Light", "JupyterLab Dark"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_settings(settings_dir: Path, theme: str = LIGHT) -> None:
+    """User settings as JupyterLab stores them: one <plugin>.jupyterlab-settings file per plugin."""
+    plugins = {
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/apputils-extension/themes": {"theme": theme, "adaptive-theme": False},
+        "@jupyterlab/extensionmanager-extension/plugin": {"enabled": False},
+        # Output as it arrives, whole: no "show more outputs" trimming, no virtual scrolling.
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    }
+    for name, values in plugins.items():
+        path = settings_dir / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values, indent=2))
+
+
+class Lab:
+    def __init__(self, root: Path, home: Path, port: int, token: str, process: subprocess.Popen):
+        self.root, self.home, self.port, self.token, self.process = root, home, port, token, process
+        self.settings_dir = home / "settings"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}?token={self.token}"
+
+    def set_theme(self, theme: str) -> None:
+        write_settings(self.settings_dir, theme)
+
+
+@contextlib.contextmanager
+def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
+    """Start `jupyter lab` serving `root`; yield a Lab once its REST API answers."""
+    port, token = free_port(), secrets.token_hex(16)
+    for sub in ("settings", "workspaces", "config", "runtime"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    write_settings(home / "settings", theme)
+    # news_url must be None (not ""), which only a config file can say.
+    (home / "config" / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {
+        "news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+        "extension_manager": "readonly"}}))
+    env = dict(os.environ,
+               JUPYTER_CONFIG_DIR=str(home / "config"),          # not the user's ~/.jupyter
+               JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
+    command = [
+        sys.executable, "-m", "jupyterlab",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False",
+        f"--ServerApp.root_dir={root}", "--ServerApp.terminals_enabled=False",
+        f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
+        "--LanguageServerManager.autodetect=False",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    log = open(home / "jupyterlab.log", "wb")
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    lab = Lab(root, home, port, token, process)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {process.returncode}: {tail(home / 'jupyterlab.log')}")
+            try:
+                with urllib.request.urlopen(lab.url("api/status"), timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jupyter lab did not answer in {timeout:.0f} s: {tail(home / 'jupyterlab.log')}")
+            time.sleep(0.25)
+        yield lab
+    finally:
+        stop(process)
+        log.close()
+
+
+def stop(process: subprocess.Popen, grace: float = 15.0) -> None:
+    """SIGTERM: the server shuts its kernels down (and kwnb, in each, its workers); KILL if it hangs."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -34,7 +34,7 @@ def badge(status: str) -> str:
 
 
 def worker_label(worker) -> str:
-    chief = " (chief)" if worker.position == 0 else ""
+    chief = " (chief)" if worker.is_chief else ""
     return f"{worker.task_type} {worker.index}{chief}: {worker.status}"
 
 

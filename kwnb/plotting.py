@@ -10,6 +10,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 
 def metric_names(*histories: list[dict]) -> list[str]:
@@ -38,6 +39,7 @@ def curves_figure(series: dict[str, dict], title: str = "") -> Figure | None:
             _draw(axis, label, rows, name)
         axis.set_title(name)
         axis.set_xlabel("epoch")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
         if axis.has_data():
             axis.legend(fontsize="small")

@@ -54,6 +54,7 @@ class Worker:
         self._process: TaskProcess | None = None
         self._stop_requested = False
         self.bind_failed = False
+        self.is_chief = False
 
     @property
     def address(self) -> str:
@@ -97,7 +98,8 @@ class Worker:
             self.returncode, self.ended_at = code, time.time()
             self.status = "stopped" if self._stop_requested else ("finished" if code == 0 else "failed")
             return True
-        if self.status == "starting" and (self._port_accepts() or self.screen.total_lines):
+        listening = self._port_accepts()
+        if self.status == "starting" and (listening or self.screen.total_lines):
             self.status = "running"
             changed = True
         return changed
@@ -180,6 +182,8 @@ class Run:
                    step_scale=1.0 / replicas)
             for i, task in enumerate(self.tasks)
         ]
+        # Under ParameterServerStrategy the chief is the coordinator (the notebook), not a task here.
+        self.workers[0].is_chief = not any(task.type == "ps" for task in self.tasks)
         for worker in self.workers:  # created private: logs can hold data and tracebacks
             os.close(os.open(worker.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
         self.restarts = 0
@@ -332,6 +336,19 @@ class Run:
     def kill(self, position: int) -> None:
         """SIGKILL one task, as a preempted machine: the failure policy then decides what follows."""
         self.worker(position)._kill()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every task's port accepts connections (its TensorFlow server is up).
+
+        For a coordinator in the notebook (ParameterServerStrategy), which must not connect first.
+        False if `timeout` passed or the run ended before that.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not all(w.port_open_at for w in self.workers):
+            if self.done or (deadline is not None and time.monotonic() > deadline):
+                return False
+            time.sleep(POLL_SECONDS)
+        return True
 
     def restart(self, position: int) -> None:
         """Start one task again with the same TF_CONFIG, as a replaced machine rejoining the cluster."""

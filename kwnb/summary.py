@@ -21,7 +21,7 @@ def format_summary(run: "Run") -> str:
     lines = [head + (f" ({run.reason})" if run.reason else "")]
     lines.append("exit codes: " + ", ".join("running" if c is None else str(c) for c in codes))
     for worker in run.workers:
-        role = " (chief)" if worker.position == 0 else ""
+        role = " (chief)" if worker.is_chief else ""
         code = "" if worker.returncode is None else f"exit {worker.returncode}"
         line = f"  {worker.task_type} {worker.index}{role}: {worker.status} {code}".rstrip()
         history = worker.metrics.history()

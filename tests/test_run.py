@@ -458,3 +458,28 @@ def test_workers_die_with_a_sigkilled_launcher(tmp_path):
         for process in leftovers:
             if not gone(process):
                 process.kill()
+
+
+def test_wait_ready_waits_for_every_port_and_ps_runs_have_no_chief_task(tmp_path):
+    """A coordinator in the notebook must not connect before every task listens."""
+    script = tmp_path / "listen.py"
+    script.write_text(
+        "import json, os, socket, time\n"
+        "cfg = json.loads(os.environ['TF_CONFIG'])\n"
+        "host, port = cfg['cluster'][cfg['task']['type']][cfg['task']['index']].rsplit(':', 1)\n"
+        "print('not listening yet', flush=True)\n"
+        "time.sleep(1.0)\n"
+        "server = socket.socket(); server.bind((host, int(port))); server.listen()\n"
+        "time.sleep(60)\n")
+    run = kwnb.launch(script, n=2, ps=1, runs_dir=tmp_path / "runs")
+    try:
+        assert run.wait_ready(timeout=30) is True
+        assert all(w.port_open_at and w.port_open_at - w.started_at >= 0.9 for w in run.workers)
+        assert [w.is_chief for w in run.workers] == [False, False, False]
+        assert "(chief)" not in run.summary()
+    finally:
+        run.stop()
+    quitter = tmp_path / "quit.py"
+    quitter.write_text("print('never listens')\n")
+    ended = kwnb.launch(quitter, n=2, runs_dir=tmp_path / "runs")
+    assert ended.wait_ready(timeout=30) is False and ended.done

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.kwnb-installed
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup demo test test-fast bench clean
 
 $(SETUP_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -ra tests -m "not slow"
+
+# Side-by-side benchmarks (kwnb vs bare Popen, the tutorials' sleep, ipyparallel): benchmarks/results/latest.{md,json}
+bench: setup
+	$(PY) -m benchmarks.run
 
 clean:
 	rm -rf $(VENV) .kwnb build *.egg-info

@@ -74,9 +74,13 @@ class LocalProcess(TaskProcess):
         self._popen = popen
         self.pid = popen.pid
         self._descendants: dict[int, psutil.Process] = {}
+        self._descendants_at = float("-inf")
 
     def poll(self) -> int | None:
-        if self._popen.returncode is None:
+        # psutil walks all of /proc for children(): at most once a second, which still catches any
+        # child that lives longer than that (killpg reaches the rest through the process group).
+        if self._popen.returncode is None and time.monotonic() - self._descendants_at >= 1.0:
+            self._descendants_at = time.monotonic()
             self._remember_descendants()
         return self._popen.poll()
 
@@ -91,6 +95,7 @@ class LocalProcess(TaskProcess):
 
     def signal(self, signum: int) -> None:
         if self._popen.returncode is None:
+            self._remember_descendants()  # fresh at the moment it matters, whatever the poll throttle
             try:
                 os.killpg(self.pid, signum)  # the worker leads its own group: its children go too
             except ProcessLookupError:

@@ -94,7 +94,8 @@ class Worker:
             return changed
         code = self._process.poll()
         if code is not None:
-            self._read_output()
+            while self._read_output():  # to the end: a read takes at most MAX_READ bytes
+                pass
             self.returncode, self.ended_at = code, time.time()
             self.status = "stopped" if self._stop_requested else ("finished" if code == 0 else "failed")
             return True

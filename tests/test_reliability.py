@@ -114,3 +114,13 @@ def test_log_folder_and_files_are_private(tmp_path):
     run.wait(timeout=30)
     assert run.dir.stat().st_mode & 0o777 == 0o700
     assert run.workers[0].log_path.stat().st_mode & 0o777 == 0o600
+
+
+def test_output_written_just_before_exit_is_read_to_the_end(tmp_path):
+    """More than two reads' worth (4 MiB each) written in one burst right before exiting."""
+    script = tmp_path / "burst.py"
+    script.write_text("import sys\nsys.stdout.write(('x' * 99 + '\\n') * 250_000)\nprint('THE END')\n")
+    run = kwnb.launch(script, n=1)
+    assert run.wait(timeout=60) == [0]
+    assert run.workers[0].screen.total_lines == 250_001
+    assert run.workers[0].screen.tail(1) == ["THE END"]

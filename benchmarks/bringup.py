@@ -1,0 +1,349 @@
+"""Sections 1 and 2: bring-up and training throughput of one 2-worker job, started five ways.
+
+  kwnb         kwnb.launch(train.py, n=2) + display(run) in a real Jupyter kernel: what a notebook
+               user gets, the dashboard thread redrawing log tabs and curves while it trains
+  kwnb.launch  kwnb.launch(train.py, n=2) from this process, no dashboard (the Python API alone;
+               its supervisor thread runs in this process)
+  bare         subprocess.Popen per worker with hand-made TF_CONFIGs, as a user would write it
+  bare session the same with start_new_session=True, as kwnb starts its workers: the floor for a
+               launcher. On Linux the scheduler shares the CPU between sessions first (autogroups),
+               so on a busy machine workers in sessions of their own get more of it than workers
+               sharing their parent's session: this variant separates that from launch overhead.
+  tutorial     TensorFlow's tutorial recipe: write main.py, `bash -c "python main.py &> job_0.log"`
+               in the background, time.sleep(10), then worker 1 in the foreground
+  ipyparallel  ipp.Cluster(n=2); each engine sets os.environ (TF_CONFIG, ...) and then runs the
+               same script's source (TensorFlow is imported only then)
+  import_tf    `python -c "import tensorflow"`, as many at once as the job has workers, each in a
+               session of its own: the physical floor of any worker's start
+
+Times are from the launch call (t0, taken just before the method's first action) to
+  ports: every worker's port accepts a TCP connection (probed every 20 ms, the same probe for all)
+  first step: the chief's `BENCH step 1 T` marker (T is the chief's own clock)
+Throughput is the chief's steps per second between its `step A` and `step B` markers.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import portpicker
+
+import kwnb.registry  # noqa: F401 - imported up front, as `%load_ext kwnb` does in a notebook
+
+from .common import (TRAIN, WORKER_ENV, PortProbe, log, paired_ratios, parse_markers, read_markers, row,
+                     since, steps_per_second, check, wait_pids_gone)
+
+METHODS = ("kwnb", "bare session", "kwnb.launch", "bare", "tutorial", "ipyparallel", "import_tf")
+RUN_TIMEOUT = 300.0
+
+
+def _cluster(n: int) -> tuple[list[str], list[str]]:
+    addresses = [f"localhost:{portpicker.pick_unused_port()}" for _ in range(n)]
+    configs = [json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}}) for i in range(n)]
+    return addresses, configs
+
+
+def _env(tf_config: str | None = None) -> dict:
+    env = dict(os.environ, **WORKER_ENV)
+    if tf_config is not None:
+        env["TF_CONFIG"] = tf_config
+    return env
+
+
+def _result(t0: float, probe: PortProbe | None, chief: dict, cfg, ended: float, codes: list, **extra) -> dict:
+    steps = chief.get("steps", {})
+    return {
+        "ok": all(c == 0 for c in codes),
+        "exit_codes": codes,
+        "ports_s": since(t0, probe.all_open_at()) if probe else None,
+        "port_each_s": [since(t0, probe.open_at.get(a)) for a in probe.addresses] if probe else None,
+        "probe_late": bool(probe.already_open) if probe else False,
+        "start_s": since(t0, chief.get("start")),
+        "imported_s": since(t0, chief.get("imported")),
+        "first_step_s": since(t0, steps.get(1)),
+        "steps_per_s": steps_per_second(chief, cfg.mark_a, cfg.mark_b),
+        "total_s": ended - t0,
+        **extra,
+    }
+
+
+def train_args(cfg) -> list[str]:
+    return ["--steps", str(cfg.steps), "--mark-a", str(cfg.mark_a), "--mark-b", str(cfg.mark_b)]
+
+
+# ----- the methods -----------------------------------------------------------------------------
+def run_kwnb_kernel(cfg, workdir: Path, kernel) -> dict:
+    from .kernel import run_job
+
+    result = run_job(kernel, "kwnb", TRAIN, cfg.n, train_args(cfg), "bench", workdir / "kernel", timeout=RUN_TIMEOUT)
+    t0 = result["t0"]
+    chief = read_markers(result["logs"][0])
+    steps = chief.get("steps", {})
+    result.update(start_s=since(t0, chief.get("start")), imported_s=since(t0, chief.get("imported")),
+                  first_step_s=since(t0, steps.get(1)), steps_per_s=steps_per_second(chief, cfg.mark_a, cfg.mark_b),
+                  total_s=result["run_s"], log=result["logs"][0])
+    return result
+
+
+def run_kwnb(cfg, workdir: Path) -> dict:
+    import kwnb
+
+    t0 = time.time()
+    run = kwnb.launch(TRAIN, n=cfg.n, name="bench", runs_dir=workdir / "kwnb-runs", args=train_args(cfg))
+    probe = PortProbe([w.address for w in run.workers]).start()
+    codes = run.wait(RUN_TIMEOUT)
+    if not run.done:
+        run.stop("benchmark timeout")
+        codes = run.exit_codes
+    probe.stop()
+    chief = read_markers(run.workers[0].log_path)
+    return _result(t0, probe, chief, cfg, run.ended_at or time.time(), codes,
+                   kwnb_port_open_at_set=[w.port_open_at is not None for w in run.workers],
+                   kwnb_port_open_s=[since(t0, w.port_open_at) for w in run.workers],
+                   log=str(run.workers[0].log_path))
+
+
+def run_bare_session(cfg, workdir: Path) -> dict:
+    return run_bare(cfg, workdir, new_session=True)
+
+
+def run_bare(cfg, workdir: Path, new_session: bool = False) -> dict:
+    folder = workdir / f"bare-{time.time_ns()}"
+    folder.mkdir(parents=True)
+    t0 = time.time()
+    addresses, configs = _cluster(cfg.n)
+    procs = []
+    for i, config in enumerate(configs):
+        with open(folder / f"worker-{i}.log", "wb") as out:
+            procs.append(subprocess.Popen([sys.executable, str(TRAIN), *train_args(cfg)], stdin=subprocess.DEVNULL,
+                                          stdout=out, stderr=subprocess.STDOUT, env=_env(config),
+                                          start_new_session=new_session))
+    probe = PortProbe(addresses).start()
+    codes = _wait_all(procs)
+    ended = time.time()
+    probe.stop()
+    return _result(t0, probe, read_markers(folder / "worker-0.log"), cfg, ended, codes, log=str(folder / "worker-0.log"))
+
+
+def run_tutorial(cfg, workdir: Path) -> dict:
+    """The recipe of TensorFlow's multi-worker tutorials, with free ports instead of 12345/23456."""
+    folder = workdir / f"tutorial-{time.time_ns()}"
+    folder.mkdir(parents=True)
+    source = TRAIN.read_text()
+    t0 = time.time()
+    (folder / "main.py").write_text(source)  # %%writefile main.py
+    addresses, configs = _cluster(cfg.n)
+    command = f"{sys.executable} main.py {' '.join(train_args(cfg))}"
+    background = []
+    for i in range(cfg.n - 1):  # %%bash --bg: python main.py &> job_0.log
+        background.append(subprocess.Popen(["bash", "-c", f"{command} &> job_{i}.log"], cwd=folder,
+                                           stdin=subprocess.DEVNULL, env=_env(configs[i])))
+    probe = PortProbe(addresses).start()
+    time.sleep(cfg.tutorial_sleep)  # time.sleep(10): the tutorial's wait for worker 0
+    last = cfg.n - 1  # %%bash: python main.py (the cell blocks until it ends)
+    foreground = subprocess.Popen(["bash", "-c", f"{command} &> job_{last}.log"], cwd=folder,
+                                  stdin=subprocess.DEVNULL, env=_env(configs[last]))
+    codes = _wait_all([*background, foreground])
+    ended = time.time()
+    probe.stop()
+    return _result(t0, probe, read_markers(folder / "job_0.log"), cfg, ended, codes,
+                   sleep_s=cfg.tutorial_sleep, log=str(folder / "job_0.log"))
+
+
+def _engine_train(tf_config: str, env: dict, source: str, argv: list, path: str) -> None:
+    """Runs inside an ipyparallel engine: environment first, then the script (which imports TF)."""
+    import os
+    import sys
+
+    os.environ.update(env)
+    os.environ["TF_CONFIG"] = tf_config
+    sys.argv = [path, *argv]
+    exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
+
+
+def run_ipyparallel(cfg, workdir: Path) -> dict:
+    import ipyparallel as ipp
+
+    source = TRAIN.read_text()
+    t0 = time.time()
+    cluster = ipp.Cluster(n=cfg.n, log_level=logging.ERROR)
+    try:
+        client = cluster.start_and_connect_sync(activate=False)
+        engines_up = time.time()
+        addresses, configs = _cluster(cfg.n)
+        probe = PortProbe(addresses).start()
+        env = {k: v for k, v in WORKER_ENV.items()}
+        results = [client[engine].apply_async(_engine_train, configs[i], env, source, train_args(cfg), str(TRAIN))
+                   for i, engine in enumerate(client.ids[: cfg.n])]
+        codes = []
+        for result in results:
+            try:
+                result.get(timeout=RUN_TIMEOUT)
+                codes.append(0)
+            except Exception as error:  # noqa: BLE001 - a failed engine is recorded, not fatal
+                codes.append(f"{type(error).__name__}: {error}"[:300])
+        ended = time.time()
+        probe.stop()
+        output = results[0].stdout or ""
+        (workdir / f"ipyparallel-{time.time_ns()}.log").write_text(output)
+        pids = [p["pid"] for p in client[:].apply_sync(_pid_info)] if all(c == 0 for c in codes) else []
+        return _result(t0, probe, parse_markers(output), cfg, ended, codes, engines_up_s=engines_up - t0,
+                       engine_pids=pids)
+    finally:
+        try:
+            cluster.stop_cluster_sync()
+        except Exception as error:  # noqa: BLE001
+            log(f"ipyparallel: stopping the cluster failed: {error}")
+
+
+def _pid_info() -> dict:
+    import os
+
+    return {"pid": os.getpid()}
+
+
+def run_import_tf(cfg, workdir: Path) -> dict:
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, "-c", "import tensorflow"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
+                              start_new_session=True) for _ in range(cfg.n)]
+    ends = []
+    for proc in procs:
+        proc.wait(RUN_TIMEOUT)
+        ends.append(time.time())
+    return {"ok": all(p.returncode == 0 for p in procs), "exit_codes": [p.returncode for p in procs],
+            "import_s": max(ends) - t0, "import_each_s": [e - t0 for e in ends], "total_s": max(ends) - t0}
+
+
+def _wait_all(procs: list[subprocess.Popen]) -> list:
+    codes = []
+    deadline = time.monotonic() + RUN_TIMEOUT
+    for proc in procs:
+        try:
+            codes.append(proc.wait(max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(f"timeout after {RUN_TIMEOUT:g} s")
+    return codes
+
+
+RUNNERS = {"kwnb": run_kwnb_kernel, "kwnb.launch": run_kwnb, "bare": run_bare, "bare session": run_bare_session, "tutorial": run_tutorial, "ipyparallel": run_ipyparallel,
+           "import_tf": run_import_tf}
+
+
+def available_methods(kernel) -> tuple[list[str], dict[str, str]]:
+    skipped = {}
+    if kernel is None:
+        skipped["kwnb"] = "no kernel (the kernel's own benchmark was not asked for)"
+    try:
+        import ipyparallel  # noqa: F401
+    except ImportError:
+        skipped["ipyparallel"] = "ipyparallel is not installed (pip install ipyparallel)"
+    return [m for m in METHODS if m not in skipped], skipped
+
+
+def warm_up(cfg) -> None:
+    """One untimed `import tensorflow`, so the first timed method does not pay for a cold file cache."""
+    subprocess.run([sys.executable, "-c", "import tensorflow"], env=_env(), stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
+
+
+def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
+    """Every method once per round, in an order rotated each round: {method: [result per round]}."""
+    methods, skipped = available_methods(kernel)
+    samples: dict[str, list] = {m: [] for m in methods}
+    if not cfg.smoke:
+        warm_up(cfg)
+    for r in range(cfg.rounds):
+        order = methods[r % len(methods):] + methods[: r % len(methods)]
+        for method in order:
+            log(f"bring-up round {r + 1}/{cfg.rounds}: {method}")
+            try:
+                runner = RUNNERS[method]
+                result = runner(cfg, workdir, kernel) if method == "kwnb" else runner(cfg, workdir)
+            except Exception as error:  # noqa: BLE001 - one broken method must not hide the others
+                result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+            result["round"] = r
+            if not result.get("ok"):
+                errors.append(f"bring-up round {r + 1} {method}: {result.get('error') or result.get('exit_codes')}")
+            samples[method].append(result)
+            wait_pids_gone(result.get("engine_pids", []))
+            log(f"  -> " + ", ".join(f"{k} {v:.2f}" for k, v in result.items()
+                                     if k in ("ports_s", "first_step_s", "steps_per_s", "import_s") and v is not None))
+            time.sleep(cfg.pause)
+    return {"samples": samples, "skipped": skipped}
+
+
+def _values(samples: dict, method: str, key: str) -> list:
+    return [s.get(key) if s.get("ok") else None for s in samples.get(method, [])]
+
+
+def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
+    samples = data["samples"]
+    out, findings = [], []
+    section = f"1. bring-up, {cfg.n} workers"
+    labels = {"kwnb": "kwnb in a kernel + dashboard", "kwnb.launch": "kwnb.launch (no dashboard)",
+              "bare": "bare Popen", "bare session": "bare Popen (own session)", "tutorial": f"tutorial (sleep {cfg.tutorial_sleep:g} s)",
+              "ipyparallel": f"ipyparallel Cluster(n={cfg.n})", "import_tf": f"python -c 'import tensorflow' x{cfg.n}"}
+    mine = [m for m in ("kwnb", "kwnb.launch") if m in samples]
+    others = [m for m in ("bare session", "bare", "tutorial", "ipyparallel") if m in samples]
+    targets = {"bare": "<= 1.05", "bare session": "<= 1.05", "tutorial": "< 1 (ahead)", "ipyparallel": "< 1 (ahead)"}
+    if "import_tf" in samples:
+        out.append(row(section, "all imports done (physical floor)", labels["import_tf"],
+                       _values(samples, "import_tf", "import_s"), "s"))
+    for key, metric in (("ports_s", "every worker's port accepts"), ("first_step_s", "chief's first step done")):
+        for method in mine + others:
+            out.append(row(section, metric, labels[method], _values(samples, method, key), "s"))
+        for method in mine:
+            values = _values(samples, method, key)
+            for other in others:
+                summary = row(section, metric, f"{labels[method]} / {labels[other]}",
+                              paired_ratios(values, _values(samples, other, key)), "ratio", target=targets[other])
+                median = summary["median"]
+                summary["target_met"] = check(median, "<=", 1.05) if other.startswith("bare") else (
+                    None if median is None else median < 1.0)
+                out.append(summary)
+            if "import_tf" in samples:
+                out.append(row(section, metric, f"{labels[method]} / {labels['import_tf']}",
+                               paired_ratios(values, _values(samples, "import_tf", "import_s")), "ratio",
+                               note="how far above the floor of importing TensorFlow"))
+    for method in mine + others:
+        out.append(row(section, "launch call to the chief's first line", labels[method],
+                       _values(samples, method, "start_s"), "s"))
+    if "ipyparallel" in samples:
+        out.append(row(section, "ipyparallel: engines up (part of the above)", labels["ipyparallel"],
+                       _values(samples, "ipyparallel", "engines_up_s"), "s"))
+    if "kwnb" in samples:
+        out.append(row(section, "kernel CPU s over the run", labels["kwnb"], _values(samples, "kwnb", "kernel_cpu_s"), "s"))
+
+    section = f"2. throughput, steps {cfg.mark_a}-{cfg.mark_b}"
+    for method in mine + others:
+        out.append(row(section, "chief steps per second", labels[method], _values(samples, method, "steps_per_s"),
+                       "steps/s"))
+    for method in mine:
+        values = _values(samples, method, "steps_per_s")
+        for other in others:
+            summary = row(section, "chief steps per second", f"{labels[method]} / {labels[other]}",
+                          paired_ratios(values, _values(samples, other, "steps_per_s")), "ratio",
+                          target=">= 0.98" if other.startswith("bare") else "")
+            if other.startswith("bare"):
+                summary["target_met"] = check(summary["median"], ">=", 0.98)
+            out.append(summary)
+
+    launched = [s for s in samples.get("kwnb.launch", []) if s.get("ok")]
+    if launched:
+        unset = sum(not all(s["kwnb_port_open_at_set"]) for s in launched)
+        if unset:
+            findings.append(
+                f"Worker.port_open_at stayed None for at least one worker in {unset} of {len(launched)} kwnb.launch runs "
+                "although the port did open (the probe saw it): Worker._poll (kwnb/run.py) stops probing the port as "
+                "soon as the worker has printed a line (TensorFlow logs before it starts its server), so port_open_at "
+                "is only set when the port opens before any output.")
+    for name, reason in data.get("skipped", {}).items():
+        findings.append(f"{name} skipped: {reason}")
+    return out, findings

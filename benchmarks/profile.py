@@ -1,0 +1,305 @@
+"""Section 5: where kwnb's own time goes, and what the changes in benchmarks/patches.py would save.
+
+a. The supervisor's cost with N idle workers (workloads/idle.py sleeps; no output, no TensorFlow):
+   this process's CPU seconds per second of run, kwnb as it is and with the descendant scan
+   throttled to once a second, alternating.
+b. The log path's parsing cost per 100k plain lines, component by component (reading the file,
+   TerminalScreen.feed, MetricsParser.feed), MetricsParser as it is and with the prefilter, and a
+   check that the prefilter gives the same curves on the recorded Keras logs of tests/data.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from . import patches
+from .common import IDLE, ROOT, log, paired_ratios, row
+from .workloads.writer import PAD
+
+
+def _process_cpu() -> float:
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+def supervisor(cfg, workdir: Path, errors: list[str]) -> list[dict]:
+    import kwnb
+
+    samples = []
+    variants = ["as is", "descendant scan 1/s"]
+    for r in range(cfg.rounds):
+        for n in cfg.idle_sizes:
+            for variant in (variants if r % 2 == 0 else variants[::-1]):
+                if variant != "as is":
+                    patches.apply_descendant_throttle()
+                try:
+                    cpu0 = _process_cpu()
+                    run = kwnb.launch(IDLE, n=n, name="idle", runs_dir=workdir / "idle", args=[str(cfg.idle_seconds)])
+                    run.wait(60)
+                    cpu = _process_cpu() - cpu0
+                    samples.append({"round": r, "n": n, "variant": variant, "ok": run.exit_codes == [0] * n,
+                                    "cpu_s": cpu, "run_s": run.elapsed, "cpu_per_s": cpu / run.elapsed})
+                except Exception as error:  # noqa: BLE001
+                    errors.append(f"supervisor profile n={n} {variant}: {type(error).__name__}: {error}")
+                finally:
+                    patches.undo_descendant_throttle()
+        log(f"supervisor profile round {r + 1}/{cfg.rounds} done")
+    return samples
+
+
+def _parse_costs(text_path: Path, lines: int) -> dict:
+    from kwnb.follow import FileFollower
+    from kwnb.metrics import MetricsParser
+    from kwnb.terminal import TerminalScreen
+
+    follower, screen, parser = FileFollower(text_path), TerminalScreen(300), MetricsParser()
+    costs = {"read": 0.0, "screen": 0.0, "metrics": 0.0}
+    while True:
+        t = time.process_time()
+        text = follower.read_new()
+        costs["read"] += time.process_time() - t
+        if not text:
+            break
+        t = time.process_time()
+        screen.feed(text)
+        costs["screen"] += time.process_time() - t
+        t = time.process_time()
+        parser.feed(text)
+        costs["metrics"] += time.process_time() - t
+    per = lines / 100_000
+    return {k: v / per for k, v in costs.items()}
+
+
+def _curves(text: str, chunk: int) -> tuple:
+    from kwnb.metrics import MetricsParser
+
+    parser = MetricsParser()
+    for i in range(0, len(text), chunk):
+        parser.feed(text[i:i + chunk])
+    return parser.history(), parser.steps, parser.progress()
+
+
+def parsing(cfg, errors: list[str]) -> dict:
+    lines = cfg.parse_lines
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "plain.log"
+        with open(path, "w") as handle:
+            for i in range(lines):
+                handle.write(f"line {i:07d} {PAD}\n")
+        samples = []
+        for r in range(cfg.rounds):
+            for variant in (("as is", "prefilter") if r % 2 == 0 else ("prefilter", "as is")):
+                if variant == "prefilter":
+                    patches.apply_scan_prefilter()
+                try:
+                    samples.append({"round": r, "variant": variant, **_parse_costs(path, lines)})
+                finally:
+                    patches.undo_scan_prefilter()
+    # Same curves with and without the prefilter, on real Keras output cut into odd-sized chunks.
+    same = True
+    for name in ("keras_verbose1.log", "keras_verbose2.log"):
+        text = (ROOT / "tests" / "data" / name).read_text()
+        for chunk in (7, 1000, len(text)):
+            before = _curves(text, chunk)
+            patches.apply_scan_prefilter()
+            try:
+                after = _curves(text, chunk)
+            finally:
+                patches.undo_scan_prefilter()
+            same = same and before == after
+    if not same:
+        errors.append("the MetricsParser prefilter changed the curves parsed from tests/data")
+    return {"samples": samples, "same_curves": same}
+
+
+def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], list[str]]:
+    out, findings = [], []
+    section = "5. profile of kwnb (this process)"
+    for n in cfg.idle_sizes:
+        per_variant = {}
+        for variant in ("as is", "descendant scan 1/s"):
+            values = [s["cpu_per_s"] if s["ok"] else None for s in sorted(
+                (s for s in supervisor_samples if s["n"] == n and s["variant"] == variant), key=lambda s: s["round"])]
+            per_variant[variant] = values
+            out.append(row(section, f"supervisor CPU s per s, {n} idle workers", f"kwnb {variant}", values, "s/s"))
+        out.append(row(section, f"supervisor CPU s per s, {n} idle workers", "patched / as is",
+                       paired_ratios(per_variant["descendant scan 1/s"], per_variant["as is"]), "ratio"))
+    for part in ("read", "screen", "metrics"):
+        for variant in ("as is", "prefilter"):
+            if part != "metrics" and variant == "prefilter":
+                continue
+            values = [s[part] for s in parse["samples"] if s["variant"] == variant]
+            label = {"read": "FileFollower.read_new", "screen": "TerminalScreen.feed",
+                     "metrics": "MetricsParser.feed"}[part]
+            out.append(row(section, f"CPU s per 100k plain lines: {label}", f"kwnb {variant}", values, "s"))
+    base = [s["metrics"] for s in sorted((s for s in parse["samples"] if s["variant"] == "as is"), key=lambda s: s["round"])]
+    fast = [s["metrics"] for s in sorted((s for s in parse["samples"] if s["variant"] == "prefilter"), key=lambda s: s["round"])]
+    summary = row(section, "CPU s per 100k plain lines: MetricsParser.feed", "prefilter / as is",
+                  paired_ratios(fast, base), "ratio",
+                  note="same curves on tests/data Keras logs: " + ("yes" if parse["same_curves"] else "NO"))
+    out.append(summary)
+    from .common import describe
+
+    def median(values):
+        return describe(values)["median"]
+
+    for n in cfg.idle_sizes:
+        before = median([s["cpu_per_s"] for s in supervisor_samples if s["n"] == n and s["variant"] == "as is" and s["ok"]])
+        after = median([s["cpu_per_s"] for s in supervisor_samples
+                        if s["n"] == n and s["variant"] == "descendant scan 1/s" and s["ok"]])
+        if before and after is not None:
+            findings.append(
+                f"With {n} idle workers the supervisor thread alone costs {before * 100:.1f}% of a core; scanning "
+                f"descendants (LocalProcess._remember_descendants, kwnb/launchers.py: psutil children(recursive=True), "
+                f"which reads /proc/*/stat of every process on the machine, 10 times a second per worker) at most "
+                f"once a second brings it to {after * 100:.1f}%.")
+    base_m, fast_m = median(base), median(fast)
+    screen = median([s["screen"] for s in parse["samples"] if s["variant"] == "as is"])
+    if base_m and fast_m is not None:
+        findings.append(
+            f"Per 100k plain log lines, MetricsParser.feed (kwnb/metrics.py) takes {base_m:.3f} s of CPU against "
+            f"{screen:.3f} s for TerminalScreen.feed: its regex is tried at every character. Dropping lines with "
+            f"neither '/' nor 'Epoch' before the regex (benchmarks/patches.py) takes it to {fast_m:.4f} s, with the "
+            f"same curves on tests/data's Keras logs: {'yes' if parse['same_curves'] else 'NO'}.")
+    return out, findings
+
+
+KERNEL_HOOK = r"""
+import functools as _functools
+from kwnb import dashboard as _kd, run as _kr, launchers as _kl, metrics as _km, terminal as _kt, follow as _kf
+_kprof, _kprof_saved = {}, []
+def _kprof_wrap(owner, name, label):
+    original = getattr(owner, name)
+    _kprof_saved.append((owner, name, original))
+    @_functools.wraps(original)
+    def timed(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            cell = _kprof.setdefault(label, [0.0, 0])
+            cell[0] += time.thread_time() - start
+            cell[1] += 1
+    setattr(owner, name, timed)
+for _owner, _name, _label in %r:
+    _kprof_wrap({"Dashboard": _kd.Dashboard, "Run": _kr.Run, "Worker": _kr.Worker, "LocalProcess": _kl.LocalProcess,
+                 "MetricsParser": _km.MetricsParser, "TerminalScreen": _kt.TerminalScreen,
+                 "FileFollower": _kf.FileFollower}[_owner], _name, _label)
+print("hooked")
+"""
+
+KERNEL_UNHOOK = """
+for _owner, _name, _original in reversed(_kprof_saved):
+    setattr(_owner, _name, _original)
+print(json.dumps(_kprof))
+"""
+
+# (class, function, label); nested: Run._supervise contains Worker._poll, which contains the rest.
+KERNEL_FUNCTIONS = [
+    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/run.py)"),
+    ("Worker", "_poll", "  Worker._poll (kwnb/run.py)"),
+    ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/launchers.py)"),
+    ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/follow.py)"),
+    ("TerminalScreen", "feed", "    TerminalScreen.feed (kwnb/terminal.py)"),
+    ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/metrics.py)"),
+    ("Worker", "_port_accepts", "    Worker._port_accepts (kwnb/run.py)"),
+    ("Run", "_finish", "  Run._finish: save_curves + summary (kwnb/run.py)"),
+    ("Dashboard", "refresh", "Dashboard.refresh (whole dashboard thread, kwnb/dashboard.py)"),
+    ("Dashboard", "_refresh_curves", "  Dashboard._refresh_curves: matplotlib PNG (kwnb/dashboard.py)"),
+]
+
+
+def kernel_components(cfg, kernel, workdir: Path, errors: list[str]) -> dict:
+    """One instrumented kwnb run of the training job in the kernel: thread CPU seconds per function."""
+    from .bringup import train_args
+    from .common import TRAIN
+    from .kernel import run_job
+
+    from .common import WRITER
+
+    # The smoke run profiles the writer (no TensorFlow start) only to keep this code path working.
+    script, n, args = (WRITER, 1, ["bulk", "10000"]) if cfg.smoke else (TRAIN, cfg.n, train_args(cfg))
+    kernel.execute(KERNEL_HOOK % (KERNEL_FUNCTIONS,))
+    try:
+        result = run_job(kernel, "kwnb", script, n, args, "profiled", workdir / "kprofile", probe=False)
+    except Exception as error:  # noqa: BLE001
+        errors.append(f"kernel profile: {type(error).__name__}: {error}")
+        result = {"ok": False}
+    finally:
+        functions = json.loads(kernel.execute(KERNEL_UNHOOK).strip().splitlines()[-1])
+    log(f"kernel profile: {result.get('kernel_cpu_s')} s kernel CPU over {result.get('run_s')} s")
+    return {"workers": n, "script": Path(script).name, "args": args, "kernel_cpu_s": result.get("kernel_cpu_s"), "run_s": result.get("run_s"),
+            "functions": {label: {"cpu_s": cpu, "calls": calls} for label, (cpu, calls) in functions.items()}}
+
+
+def kernel_findings(data: dict) -> list[str]:
+    if not data or not data.get("kernel_cpu_s"):
+        return []
+    total = data["kernel_cpu_s"]
+    order = [label for _, _, label in KERNEL_FUNCTIONS]
+    parts = "; ".join(f"{label.strip()} {data['functions'][label]['cpu_s']:.2f} s ({data['functions'][label]['calls']} calls)"
+                      for label in order if label in data["functions"])
+    return [f"Kernel CPU by function in one instrumented kwnb run ({data['workers']} workers, {data['script']} "
+            f"{' '.join(data['args'])}, dashboard displayed): {total:.2f} s of kernel CPU over {data['run_s']:.1f} s. "
+            f"Thread CPU per function (nested: the supervisor contains Worker._poll, which contains the next ones): {parts}."]
+
+
+PATCH_ALL = "import benchmarks.patches as _p; _p.apply_all(); print('patched')"
+UNPATCH_ALL = "import benchmarks.patches as _p; _p.undo_all(); print('unpatched')"
+
+
+def kernel_ab(cfg, kernel, workdir: Path, errors: list[str]) -> list[dict]:
+    """The training job from the kernel with the dashboard, kwnb as is against kwnb with every change
+    of benchmarks/patches.py applied in the kernel, alternating: what the proposals would save."""
+    from .bringup import train_args
+    from .common import TRAIN, WRITER, read_markers, steps_per_second
+    from .kernel import run_job
+
+    script, n, args = (WRITER, 1, ["bulk", "10000"]) if cfg.smoke else (TRAIN, cfg.n, train_args(cfg))
+    samples = []
+    for r in range(cfg.rounds):
+        for variant in (("as is", "patched") if r % 2 == 0 else ("patched", "as is")):
+            log(f"kernel A/B round {r + 1}/{cfg.rounds}: kwnb {variant}")
+            result = {"round": r, "variant": variant}
+            try:
+                if variant == "patched":
+                    kernel.execute(PATCH_ALL)
+                try:
+                    result.update(run_job(kernel, "kwnb", script, n, args, "ab", workdir / "ab", probe=False))
+                finally:
+                    if variant == "patched":
+                        kernel.execute(UNPATCH_ALL)
+                result["steps_per_s"] = steps_per_second(read_markers(result["logs"][0]), cfg.mark_a, cfg.mark_b)
+            except Exception as error:  # noqa: BLE001
+                result.update(ok=False, error=f"{type(error).__name__}: {error}")
+                errors.append(f"kernel A/B round {r + 1} {variant}: {result['error']}")
+            samples.append(result)
+    return samples
+
+
+def kernel_ab_rows(samples: list[dict], cfg) -> tuple[list[dict], list[str]]:
+    section = "5. proposed changes, real kernel + dashboard"
+    job = "writer.py bulk 10000, 1 worker" if cfg.smoke else f"train.py, {cfg.n} workers, {cfg.steps} steps"
+    out, findings = [], []
+
+    def pick(variant, key):
+        return [s.get(key) if s.get("ok") else None
+                for s in sorted((s for s in samples if s["variant"] == variant), key=lambda s: s["round"])]
+
+    before, after = pick("as is", "kernel_cpu_s"), pick("patched", "kernel_cpu_s")
+    out.append(row(section, f"kernel CPU s over one run ({job})", "kwnb as is", before, "s"))
+    out.append(row(section, f"kernel CPU s over one run ({job})", "kwnb + all of patches.py", after, "s"))
+    out.append(row(section, f"kernel CPU s over one run ({job})", "patched / as is", paired_ratios(after, before), "ratio"))
+    if not cfg.smoke:
+        out.append(row(section, "chief steps per second", "patched / as is",
+                       paired_ratios(pick("patched", "steps_per_s"), pick("as is", "steps_per_s")), "ratio"))
+    for variant in ("as is", "patched"):
+        flags = [s["port_open_at_set"] for s in samples if s["variant"] == variant and s.get("ok") and s.get("port_open_at_set")]
+        if flags:
+            out.append(row(section, "share of workers whose Worker.port_open_at was set", f"kwnb {variant}",
+                           [sum(f) / len(f) for f in flags], "x"))
+    return out, findings

@@ -1,0 +1,190 @@
+"""Run kwnb's benchmarks and write the results table (Markdown and JSON) with the machine it ran on.
+
+    python -m benchmarks.run                  # full: 5 rounds, about 15 minutes on 2 cores
+    python -m benchmarks.run --smoke          # one round, small sizes (CI checks it keeps working)
+    python -m benchmarks.run --rounds 7 --out /tmp/bench --sections bringup,logpath
+
+Writes OUT/latest.md and OUT/latest.json (OUT: benchmarks/results, or benchmarks/results/smoke
+for --smoke); workers' logs and run folders go to OUT/raw/ (not kept in git).
+Sections: bringup (1 and 2), logpath (3), scaling (4), profile (5). See benchmarks/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python benchmarks/run.py` as well as `python -m benchmarks.run`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    __package__ = "benchmarks"
+
+from benchmarks import bringup, logpath, profile, scaling  # noqa: E402
+from benchmarks.common import ROOT, LoadSampler, log, machine_info, write_results  # noqa: E402
+
+SECTIONS = ("bringup", "logpath", "scaling", "profile")
+
+
+@dataclass
+class Config:
+    smoke: bool = False
+    rounds: int = 5
+    n: int = 2  # workers of the bring-up job
+    steps: int = 170  # training steps of the bring-up job
+    mark_a: int = 10  # throughput is measured between these two steps (startup excluded)
+    mark_b: int = 160
+    tutorial_sleep: float = 10.0  # the tutorials' time.sleep(10) between worker 0 and worker 1
+    pause: float = 0.5  # between two methods, so one's exit does not overlap the next one's start
+    log_sizes: list = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
+    log_timeout: float = 300.0
+    latency_rate: float = 20.0
+    latency_seconds: float = 6.0
+    scaling_sizes: list = field(default_factory=lambda: [1, 2, 4, 8])
+    scaling_rounds: int = 5
+    scaling_steps: int = 5
+    idle_sizes: list = field(default_factory=lambda: [2, 8])
+    idle_seconds: float = 2.0
+    parse_lines: int = 200_000
+    sections: list = field(default_factory=lambda: list(SECTIONS))
+    note: str = ""
+    command: str = ""
+
+
+def smoke_config() -> Config:
+    """Every code path once, small: a check that the benchmarks still work, not a measurement."""
+    return Config(smoke=True, rounds=1, steps=12, mark_a=2, mark_b=10, tutorial_sleep=2.0, pause=0.0,
+                  log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
+                  scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, idle_sizes=[2], idle_seconds=1.0,
+                  parse_lines=20_000)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="one round, small sizes (what CI runs)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of every comparison (default 5; 1 with --smoke)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for latest.md / latest.json (default benchmarks/results, or benchmarks/results/smoke)")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--tutorial-sleep", type=float, default=None, help="seconds the tutorial method sleeps (default 10)")
+    parser.add_argument("--note", default="", help="a sentence printed at the top of the table (e.g. 'machine shared')")
+    parser.add_argument("--keep-raw", action="store_true", help="keep workers' logs in OUT/raw (default: delete them)")
+    args = parser.parse_args(argv)
+    cfg = smoke_config() if args.smoke else Config()
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        cfg.rounds = cfg.scaling_rounds = args.rounds
+    if args.tutorial_sleep is not None:
+        cfg.tutorial_sleep = args.tutorial_sleep
+    cfg.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(cfg.sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    cfg.note = args.note
+    cfg.command = "python -m benchmarks.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    out = args.out or (ROOT / "benchmarks" / "results" / ("smoke" if cfg.smoke else ""))
+    return cfg, out.resolve(), args.keep_raw
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, out, keep_raw = parse_args(argv)
+    started = time.time()
+    machine = machine_info()
+    errors: list[str] = []
+    rows: list[dict] = []
+    findings: list[str] = []
+    raw: dict = {}
+    out.mkdir(parents=True, exist_ok=True)
+    if keep_raw:
+        workdir = out / "raw" / time.strftime("%Y%m%d-%H%M%S")
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="kwnb-bench-"))
+    log(f"writing to {out}; raw logs in {workdir}")
+    # Workers of every method get this process's environment: none of them should see a GPU or
+    # the caller's TF_CONFIG.
+    os.environ.pop("TF_CONFIG", None)
+    try:
+        with LoadSampler() as load:
+            kernel, kernel_ab_rows = None, []
+            if {"bringup", "logpath", "scaling", "profile"} & set(cfg.sections):
+                from benchmarks.kernel import SETUP, Kernel
+
+                kernel_dir = workdir / "kernel"
+                kernel_dir.mkdir(parents=True, exist_ok=True)
+                log("starting a kernel")
+                kernel = Kernel(kernel_dir)
+                kernel.execute(SETUP)
+            try:
+                if "bringup" in cfg.sections:
+                    data = bringup.measure(cfg, workdir / "bringup", errors, kernel)
+                    raw["bringup"] = data
+                    section_rows, section_findings = bringup.rows(data, cfg)
+                    rows += section_rows
+                    findings += section_findings
+                if "logpath" in cfg.sections:
+                    data = logpath.measure(cfg, kernel, kernel_dir, errors)
+                    raw["logpath"] = data
+                    section_rows, section_findings = logpath.rows(data, cfg)
+                    rows += section_rows
+                    findings += section_findings
+                if "scaling" in cfg.sections:
+                    data = scaling.measure(cfg, kernel, kernel_dir, errors)
+                    raw["scaling"] = data
+                    section_rows, section_findings = scaling.rows(data, cfg)
+                    rows += section_rows
+                    findings += section_findings
+                if "profile" in cfg.sections:
+                    raw["kernel_ab"] = profile.kernel_ab(cfg, kernel, kernel_dir, errors)
+                    kernel_ab_rows, _ = profile.kernel_ab_rows(raw["kernel_ab"], cfg)
+                    raw["kernel_profile"] = profile.kernel_components(cfg, kernel, kernel_dir, errors)
+                    findings += profile.kernel_findings(raw["kernel_profile"])
+            finally:
+                if kernel is not None:
+                    kernel.close()
+            if "profile" in cfg.sections:
+                data = {"supervisor": profile.supervisor(cfg, workdir / "profile", errors),
+                        "parsing": profile.parsing(cfg, errors)}
+                raw["profile"] = data
+                section_rows, section_findings = profile.rows(data["supervisor"], data["parsing"], cfg)
+                rows += section_rows + kernel_ab_rows
+                findings += section_findings
+    finally:
+        if not keep_raw:
+            shutil.rmtree(workdir, ignore_errors=True)
+    results = {
+        "schema": 1,
+        "machine": machine,
+        "config": asdict(cfg),
+        "wall_seconds": time.time() - started,
+        "load": load.summary(),
+        "load_average_at_end": list(os.getloadavg()),
+        "rows": rows,
+        "findings": findings,
+        "errors": errors,
+        "raw": _strip(raw),
+    }
+    json_path, md_path = write_results(results, out)
+    log(f"wrote {md_path} and {json_path} in {results['wall_seconds']:.0f} s")
+    print(md_path.read_text())
+    return 0
+
+
+def _strip(value):
+    """Raw samples for the JSON, without the per-line latency lists' full precision noise."""
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

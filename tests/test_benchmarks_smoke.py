@@ -1,0 +1,111 @@
+"""The benchmarks keep working: `python -m benchmarks.run --smoke` runs every section once, small, and
+writes its table. No timing is asserted (CI machines are shared and noisy); only that every
+comparison was measured and the output files have the structure the README's table relies on.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROW_FIELDS = {"section", "metric", "method", "unit", "n", "median", "p25", "p75", "min", "max", "mean", "samples",
+              "target", "target_met", "note"}
+MACHINE_FIELDS = {"date", "cpu_count_logical", "cpu_model", "memory_total_gb", "python", "tensorflow", "tf_keras",
+                  "platform", "load_average_at_start"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out)], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=580)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out, json.loads((out / "latest.json").read_text()), (out / "latest.md").read_text()
+
+
+def has_ipyparallel() -> bool:
+    try:
+        import ipyparallel  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_smoke_run_writes_both_files_with_the_machine(smoke):
+    out, data, md = smoke
+    assert data["schema"] == 1 and data["config"]["smoke"] is True and data["config"]["rounds"] == 1
+    assert MACHINE_FIELDS <= set(data["machine"])
+    assert data["machine"]["cpu_count_logical"] >= 1 and data["machine"]["memory_total_gb"] > 0
+    assert data["errors"] == [], data["errors"]
+    assert md.startswith("# kwnb benchmarks (smoke run)")
+    assert "| section | metric | method | median | p25–p75 | min–max | n | unit | target | target met |" in md
+    assert f"TensorFlow {data['machine']['tensorflow']}" in md and data["machine"]["cpu_model"] in md
+    # One Markdown line per JSON row.
+    assert len([line for line in md.splitlines() if line.startswith("| ") and not line.startswith(("| section", "| ---"))]) \
+        == len(data["rows"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_every_comparison_was_measured(smoke):
+    _, data, _ = smoke
+    rows = data["rows"]
+    for r in rows:
+        assert ROW_FIELDS <= set(r), r
+        assert r["target_met"] in (True, False, None)
+    sections = {r["section"].split(".")[0] for r in rows}
+    assert sections == {"1", "2", "3", "4", "5"}
+
+    def measured(section: str, metric: str, method: str) -> dict:
+        found = [r for r in rows if r["section"].startswith(section) and r["metric"].startswith(metric)
+                 and r["method"] == method]
+        assert found, (section, metric, method)
+        assert found[0]["n"] >= 1 and found[0]["median"] is not None, found[0]
+        return found[0]
+
+    others = ["bare Popen (own session)", "bare Popen", "tutorial (sleep 2 s)"] + (["ipyparallel Cluster(n=2)"] if has_ipyparallel() else [])
+    measured("1.", "all imports done", "python -c 'import tensorflow' x2")
+    for metric in ("every worker's port accepts", "chief's first step done"):
+        for mine in ("kwnb in a kernel + dashboard", "kwnb.launch (no dashboard)"):
+            measured("1.", metric, mine)
+            for other in others:
+                measured("1.", metric, other)
+                ratio = measured("1.", metric, f"{mine} / {other}")
+                assert ratio["unit"] == "ratio" and ratio["target"] and ratio["target_met"] in (True, False)
+    for mine in ("kwnb in a kernel + dashboard", "kwnb.launch (no dashboard)"):
+        assert measured("2.", "chief steps per second", f"{mine} / bare Popen")["target"] == ">= 0.98"
+    for size in ("1,000", "10,000"):
+        assert measured("3.", f"kernel CPU s per 100k lines, {size} lines", "kwnb")["target"] == "<= 0.5"
+        measured("3.", f"kernel CPU s per 100k lines, {size} lines", "bare")
+        measured("3.", f"kernel memory growth (peak RSS - before), {size} lines", "kwnb")
+        missing = measured("3.", f"lines missing from the log file, {size} lines", "kwnb (both)")
+        assert missing["target"] == "0"
+    assert measured("3.", "write -> dashboard widget latency, p95 per round", "kwnb")["target"] == "<= 0.5"
+    measured("3.", "latency lines never shown", "kwnb")
+    for size in ("1,000", "10,000"):
+        for method in ("kwnb", "kwnb patched"):
+            measured("3.", f"kernel CPU s per 100k lines the dashboard read, {size} lines", method)
+            measured("3.", f"lines never read into the dashboard, {size} lines", method)
+    for method in ("kwnb", "bare Popen (own session)", "kwnb / bare Popen (own session)"):
+        measured("4.", "every worker's port accepts, N=1", method)
+    measured("4.", "kernel CPU s over the run, N=1", "kwnb")
+    measured("5.", "supervisor CPU s per s, 2 idle workers", "patched / as is")
+    measured("5.", "CPU s per 100k plain lines: MetricsParser.feed", "prefilter / as is")
+    measured("5.", "kernel CPU s over one run", "patched / as is")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_raw_samples_and_findings_are_kept(smoke):
+    _, data, md = smoke
+    raw = data["raw"]
+    assert {"bringup", "logpath", "scaling", "profile", "kernel_profile", "kernel_ab"} <= set(raw)
+    kwnb_runs = raw["bringup"]["samples"]["kwnb.launch"]
+    assert len(kwnb_runs) == 1 and kwnb_runs[0]["ok"] and len(kwnb_runs[0]["port_each_s"]) == 2
+    assert raw["profile"]["parsing"]["same_curves"] is True
+    assert raw["kernel_profile"]["functions"], raw["kernel_profile"]
+    assert isinstance(data["findings"], list) and "Findings:" in md

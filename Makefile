@@ -27,7 +27,7 @@ test-fast: setup
 
 # Side-by-side benchmarks (kwnb vs bare Popen, the tutorials' sleep, ipyparallel): benchmarks/results/latest.{md,json}
 bench: setup
-	$(PY) -m benchmarks.run
+	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .kwnb build *.egg-info

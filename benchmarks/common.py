@@ -101,7 +101,22 @@ def machine_info() -> dict:
         "jupyter_client": _version("jupyter_client"),
         "psutil": _version("psutil"),
         "load_average_at_start": list(os.getloadavg()),
+        "kwnb_source": kwnb_source(),
     }
+
+
+def kwnb_source() -> dict:
+    """Which kwnb was measured: a digest of its source files (it changes between runs)."""
+    import hashlib
+
+    files = sorted((ROOT / "kwnb").glob("*.py"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    newest = max((path.stat().st_mtime for path in files), default=None)
+    return {"sha256": digest.hexdigest()[:16], "files": len(files),
+            "newest_change": None if newest is None else
+            _dt.datetime.fromtimestamp(newest, _dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 class LoadSampler:
@@ -261,7 +276,8 @@ def markdown(results: dict) -> str:
         "",
         f"Measured {machine['date']} on {machine['cpu_count_logical']} logical CPUs ({machine['cpu_model']}), "
         f"{machine['memory_total_gb']} GB memory, Python {machine['python']}, TensorFlow {machine['tensorflow']}, "
-        f"tf-keras {machine['tf_keras']}, ipyparallel {machine['ipyparallel'] or 'not installed'}; {machine['platform']}.",
+        f"tf-keras {machine['tf_keras']}, ipyparallel {machine['ipyparallel'] or 'not installed'}; {machine['platform']}. "
+        f"kwnb source {machine['kwnb_source']['sha256']} (newest file change {machine['kwnb_source']['newest_change']}).",
         f"{config['rounds']} rounds, methods alternated within each round; wall time {results['wall_seconds']:.0f} s. "
         + (f"Machine load (1-min load average) during the run: median {load['median']:.1f}, "
            f"max {load['max']:.1f} on {machine['cpu_count_logical']} CPUs." if load.get("median") is not None else ""),

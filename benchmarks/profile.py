@@ -151,7 +151,7 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
         before = median([s["cpu_per_s"] for s in supervisor_samples if s["n"] == n and s["variant"] == "as is" and s["ok"]])
         after = median([s["cpu_per_s"] for s in supervisor_samples
                         if s["n"] == n and s["variant"] == "descendant scan 1/s" and s["ok"]])
-        if before and after is not None:
+        if before and after is not None and after < 0.8 * before:
             findings.append(
                 f"With {n} idle workers the supervisor thread alone costs {before * 100:.1f}% of a core; scanning "
                 f"descendants (LocalProcess._remember_descendants, kwnb/launchers.py: psutil children(recursive=True), "
@@ -159,7 +159,7 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
                 f"once a second brings it to {after * 100:.1f}%.")
     base_m, fast_m = median(base), median(fast)
     screen = median([s["screen"] for s in parse["samples"] if s["variant"] == "as is"])
-    if base_m and fast_m is not None:
+    if base_m and fast_m is not None and fast_m < 0.5 * base_m:
         findings.append(
             f"Per 100k plain log lines, MetricsParser.feed (kwnb/metrics.py) takes {base_m:.3f} s of CPU against "
             f"{screen:.3f} s for TerminalScreen.feed: its regex is tried at every character. Dropping lines with "

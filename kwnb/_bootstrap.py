@@ -5,11 +5,11 @@ Started by path (not `-m kwnb...`), so it needs only the standard library and wo
 re-parented; the watchdog sees that and ends the worker's whole process group.
 """
 import os
-import runpy
 import signal
 import sys
 import threading
 import time
+import types
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -31,7 +31,15 @@ def main() -> None:
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     sys.path.append(package_parent)  # `import kwnb` (for kwnb.report) even under another Python
-    runpy.run_path(script, run_name="__main__")
+    # Not runpy.run_path: under it the worker's `import tensorflow` cost ~0.3 s more CPU, kwnb's
+    # whole bring-up gap against a bare Popen (benchmarks/README.md). A fresh `__main__` module,
+    # as `python script.py` makes, also lets pickle find classes and functions the script defines.
+    with open(script, "rb") as handle:
+        code = compile(handle.read(), script, "exec")
+    module = types.ModuleType("__main__")
+    module.__file__, module.__builtins__, module.__spec__ = script, __builtins__, None
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def test_every_comparison_was_measured(smoke):
     others = ["bare Popen (own session)", "bare Popen", "tutorial (sleep 2 s)"] + (["ipyparallel Cluster(n=2)"] if has_ipyparallel() else [])
     measured("1.", "all imports done", "python -c 'import tensorflow' x2")
     for metric in ("every worker's port accepts", "chief's first step done"):
-        for mine in ("kwnb in a kernel + dashboard", "kwnb.launch (no dashboard)"):
+        for mine in ("kwnb in a kernel + dashboard", "kwnb.launch (no dashboard)", "kwnb.launch + proposed changes"):
             measured("1.", metric, mine)
             for other in others:
                 measured("1.", metric, other)

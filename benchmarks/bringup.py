@@ -382,6 +382,6 @@ def _bootstrap_finding(samples: dict) -> list[str]:
             "the bring-up gap is in the worker, not in the launcher. kwnb/_bootstrap.py runs the script with "
             "runpy.run_path")
     if patched is not None:
-        text += (f"; compiled and exec'd in a fresh __main__ module instead (benchmarks/_bootstrap_exec.py, part of "
-                 f"'kwnb.launch + proposed changes') the import took {patched:.2f} s")
+        text += (f"; compiled and exec'd in a fresh __main__ module instead (kwnb's bootstrap since this was "
+                 f"measured; here part of 'kwnb.launch + proposed changes') the import took {patched:.2f} s")
     return [text + "."]

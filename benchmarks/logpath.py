@@ -44,8 +44,8 @@ kwnb.dashboard.Dashboard.refresh = _lat_original_refresh
 print(json.dumps(sorted([k, v[0], v[1]] for k, v in _lat_seen.items())))
 """
 
-PATCH = "import benchmarks.patches as _p; _p.apply_scan_prefilter(); _p.apply_drain_at_exit(); print('patched')"
-UNPATCH = "import benchmarks.patches as _p; _p.undo_drain_at_exit(); _p.undo_scan_prefilter(); print('unpatched')"
+PATCH = "import benchmarks.patches as _p; _p.apply_all(); print('patched')"
+UNPATCH = "import benchmarks.patches as _p; _p.undo_all(); print('unpatched')"
 
 
 def check_lines(path: str, expected: int) -> dict:
@@ -192,7 +192,7 @@ def rows(samples: dict, cfg) -> tuple[list[dict], list[str]]:
             f"{worst['counted_lines']:,} of {worst['lines']:,} lines; the log file itself was complete). Worker._poll "
             "(kwnb/run.py) reads at most follow.MAX_READ (4 MiB) once more after the process exits, and Run._supervise "
             "once more after that, so a worker that writes faster than the supervisor parses loses its last lines from "
-            "the screen, the dashboard and the curves. Reading to the end after exit (benchmarks/patches.py, "
-            "apply_drain_at_exit) fixes it: see 'kwnb patched'. The kernel CPU per 100k lines written is flattered "
+            "the screen, the dashboard and the curves. kwnb reads to the end after exit since 9ecdd3d; if this "
+            "shows again, that fix has regressed. The kernel CPU per 100k lines written is flattered "
             "for those runs; the rows 'per 100k lines the dashboard read' show the real cost.")
     return out, findings

@@ -63,11 +63,12 @@ def write_cell(path: str, cell: str, check_syntax: bool = True) -> Path:
 
 def history_rows(value) -> list[dict]:
     """Per-epoch rows from a Keras History, a {'loss': [...]} dict or a list of rows."""
-    if hasattr(value, "history") and isinstance(value.history, dict):
-        epochs = getattr(value, "epoch", None) or range(len(next(iter(value.history.values()), [])))
-        return [{"epoch": e, **{k: float(v[i]) for k, v in value.history.items()}} for i, e in enumerate(epochs)]
+    epochs = None
+    if hasattr(value, "history") and isinstance(value.history, dict):  # a Keras History
+        value, epochs = value.history, getattr(value, "epoch", None)
     if isinstance(value, dict):
-        return history_rows(type("H", (), {"history": value, "epoch": None})())
+        epochs = epochs or range(len(next(iter(value.values()), [])))
+        return [{"epoch": e, **{k: float(v[i]) for k, v in value.items()}} for i, e in enumerate(epochs)]
     if isinstance(value, list) and all(isinstance(row, dict) for row in value):
         return [{"epoch": row.get("epoch", i), **row} for i, row in enumerate(value)]
     raise UsageError(f"cannot plot a {type(value).__name__}: give a run name or a Keras History")

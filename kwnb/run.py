@@ -6,6 +6,7 @@ here, so the notebook, the terminal and the tests see the same run the same way.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -219,8 +220,6 @@ class Run:
         self.version += 1
 
     def _env(self, worker: Worker, config: dict) -> dict[str, str]:
-        import json
-
         env = dict(os.environ)
         env.update(
             TF_CONFIG=json.dumps(config),

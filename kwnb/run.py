@@ -188,6 +188,7 @@ class Run:
         self.workers[0].is_chief = not any(task.type == "ps" for task in self.tasks)
         for worker in self.workers:  # created private: logs can hold data and tracebacks
             os.close(os.open(worker.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
+        self._write_description()
         self.restarts = 0
         self.port_retries = 0
         self.reason = ""  # why the run ended early, in words
@@ -201,6 +202,26 @@ class Run:
         self._stopping = False
         self._failed_at: float | None = None
         self._thread: threading.Thread | None = None
+
+    def _write_description(self) -> None:
+        """run.json: what was launched, so a run folder can be exported or launched again later."""
+        description = {
+            "name": self.name,
+            "script": self.script.name,
+            "args": self.args,
+            "tasks": [{"type": task.type, "index": task.index} for task in self.tasks],
+            "env": self.user_env,  # may hold secrets: the file is private, like the run folder
+            "files": [path.name for path in self.files if path.is_file()],
+            "python": self.python,
+            "cwd": str(self.cwd),
+            "backend": self.launcher.name,
+            "gpus": self.gpus,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        path = self.dir / "run.json"
+        with os.fdopen(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "w") as handle:
+            json.dump(description, handle, indent=2)
+            handle.write("\n")
 
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "Run":

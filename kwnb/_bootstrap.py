@@ -34,12 +34,37 @@ def main() -> None:
     # Not runpy.run_path: under it the worker's `import tensorflow` cost ~0.3 s more CPU, kwnb's
     # whole bring-up gap against a bare Popen (benchmarks/README.md). A fresh `__main__` module,
     # as `python script.py` makes, also lets pickle find classes and functions the script defines.
+    slurm = _slurm_task() if "KWNB_SLURM_TASKS" in os.environ else None
+    if slurm is not None:
+        slurm.enter()  # before anything prints: from here on, output goes to the task's log
     with open(script, "rb") as handle:
         code = compile(handle.read(), script, "exec")
     module = types.ModuleType("__main__")
     module.__file__, module.__builtins__, module.__spec__ = script, __builtins__, None
     sys.modules["__main__"] = module
-    exec(code, module.__dict__)
+    if slurm is None:
+        exec(code, module.__dict__)
+        return
+    exit_code = 1  # an uncaught exception: Python exits with 1 after the traceback
+    try:
+        exec(code, module.__dict__)
+        exit_code = 0
+    except SystemExit as exit_:
+        exit_code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        raise
+    finally:
+        slurm.record_exit(exit_code)
+
+
+def _slurm_task():
+    """kwnb/_slurm_task.py, loaded by path: `import kwnb` would pull in the engine's dependencies."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_slurm_task.py")
+    spec = importlib.util.spec_from_file_location("_kwnb_slurm_task", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import time
 
 from . import cluster as clusters
 from .follow import FileFollower
+from .launchers import LaunchError
 from .options import add_launch_arguments, launch_options
 from .terminal import TerminalScreen
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         from .registry import launch
 
         run = launch(args.script, **launch_options(args))
-    except ValueError as error:
+    except (ValueError, LaunchError) as error:
         print(f"kwnb: {error}", file=sys.stderr)
         return 2
     try:

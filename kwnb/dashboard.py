@@ -21,7 +21,7 @@ REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
 LOG_LINES = 300
 # Readable on JupyterLab's light and dark themes alike; the word is always shown too.
-STATUS_COLOURS = {"starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
+STATUS_COLOURS = {"pending": "#6a4c93", "starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
                   "failed": "#c62828", "stopped": "#616161"}
 
 _dashboards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -52,7 +52,7 @@ def log_html(worker) -> str:
 
 def header_html(worker) -> str:
     parts = [badge(worker.status), f"<b>{html.escape(worker_label(worker).split(':')[0])}</b>",
-             f"pid {worker.pid}", f"{worker.elapsed:.1f} s"]
+             html.escape(worker.where), f"{worker.elapsed:.1f} s"]
     if worker.returncode is not None:
         parts.append(f"exit code <b>{worker.returncode}</b>")
     if worker.restarts:

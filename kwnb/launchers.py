@@ -20,6 +20,10 @@ from .cluster import Task, free_ports
 BOOTSTRAP = str(Path(__file__).with_name("_bootstrap.py"))
 
 
+class LaunchError(RuntimeError):
+    """The tasks could not be started here (a missing scheduler, a rejected job); the message says why."""
+
+
 @dataclass
 class TaskLaunch:
     """Everything needed to start one task's process."""
@@ -48,6 +52,17 @@ class TaskProcess(ABC):
     @abstractmethod
     def signal(self, signum: int) -> None: ...
 
+    def tf_config(self) -> dict | None:
+        """The TF_CONFIG the task made itself, where only it knows its address (a batch scheduler)."""
+        return None
+
+    def where(self) -> str:
+        return f"pid {self.pid}"
+
+    def queued(self) -> bool:
+        """Still waiting for a scheduler to give it a machine."""
+        return False
+
     def stop(self, grace: float = 3.0) -> None:
         """TERM, then KILL whatever is left after `grace` seconds."""
         if self.poll() is None:
@@ -60,13 +75,25 @@ class TaskProcess(ABC):
 
 class Launcher(ABC):
     name: str
+    controls_single_tasks = True  # can kill or restart one task while the others run
+
+    def check(self) -> None:
+        """Raise LaunchError, before a run creates anything, if this way of starting cannot work here."""
 
     @abstractmethod
-    def addresses(self, tasks: list[Task]) -> list[str]:
-        """host:port for each task, in order."""
+    def addresses(self, tasks: list[Task]) -> list[str] | None:
+        """host:port for each task, in order; None if only the started tasks can know (see tf_config)."""
 
     @abstractmethod
-    def start(self, launch: TaskLaunch) -> TaskProcess: ...
+    def start(self, launch: TaskLaunch) -> TaskProcess:
+        """Start one task (also used to restart one)."""
+
+    def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
+        return [self.start(launch) for launch in launches]
+
+    def final_notes(self) -> list[str]:
+        """What the user should know once the run is over (e.g. why a batch job ended)."""
+        return []
 
 
 class LocalProcess(TaskProcess):
@@ -131,4 +158,20 @@ class LocalLauncher(Launcher):
         return LocalProcess(popen)
 
 
-LAUNCHERS: dict[str, type[Launcher]] = {"local": LocalLauncher}
+BACKENDS = ("local", "slurm")
+SLURM_FLAGS = {"partition": "--partition", "nodes": "--nodes", "time": "--time", "sbatch_args": "--sbatch-arg"}
+
+
+def make_launcher(backend: str = "local", **options) -> Launcher:
+    """The launcher for `--backend`, with its own options (e.g. Slurm's partition)."""
+    given = {key: value for key, value in options.items() if value not in (None, [], ())}
+    if backend == "local":
+        if given:
+            names = ", ".join(SLURM_FLAGS.get(key, key) for key in given)
+            raise ValueError(f"{names} only apply with --backend slurm")
+        return LocalLauncher()
+    if backend == "slurm":
+        from .slurm import SlurmLauncher
+
+        return SlurmLauncher(**options)
+    raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")

@@ -14,6 +14,7 @@ from IPython.display import Image, display
 
 from . import registry
 from .cli import tf_configs
+from .launchers import LaunchError
 from .options import LAUNCH_ARGUMENTS, launch_options
 from .plotting import curves_figure, png_bytes
 from .run import Run
@@ -96,7 +97,7 @@ class KwnbMagics(Magics):
             options = launch_options(args)
             script = write_cell(args.file, cell)
             run = registry.launch(script, files=list(self.job_files), **options)
-        except ValueError as error:
+        except (ValueError, LaunchError) as error:
             raise UsageError(str(error)) from None
         for note in run.notes:
             print(f"kwnb: {note}")
@@ -188,7 +189,10 @@ class KwnbMagics(Magics):
         """SIGKILL one task, as if its machine were preempted; the run's --on-failure policy follows."""
         args = self._parse(self.kw_kill, line)
         run = _run(args.name)
-        run.kill(_position(run, args.index))
+        try:
+            run.kill(_position(run, args.index))
+        except RuntimeError as error:
+            raise UsageError(str(error)) from None
         print(f"kwnb: killed {run.workers[args.index].task_type} {run.workers[args.index].index} of {run.name!r}")
 
     @line_magic

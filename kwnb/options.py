@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .cluster import MAX_TASKS
+from .launchers import BACKENDS, make_launcher
 from .run import ON_FAILURE
 
 LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
@@ -24,6 +25,13 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
                                   "keep them running, or restart the cluster")),
     (("--max-restarts",), dict(type=int, default=3, metavar="K", help="restarts allowed with --on-failure restart")),
     (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
+    (("--backend",), dict(choices=BACKENDS, default="local",
+                          help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
+    (("--partition",), dict(default=None, metavar="P", help="Slurm partition (--backend slurm)")),
+    (("--nodes",), dict(type=int, default=None, metavar="K", help="Slurm nodes to spread the tasks over")),
+    (("--time",), dict(default=None, metavar="LIMIT", help="Slurm time limit, e.g. 30 or 1:00:00")),
+    (("--sbatch-arg",), dict(action="append", default=[], metavar="ARG", dest="sbatch_args",
+                             help="extra sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")),
 ]
 
 
@@ -57,4 +65,6 @@ def launch_options(namespace: argparse.Namespace) -> dict:
         on_failure=namespace.on_failure,
         max_restarts=namespace.max_restarts,
         gpus=namespace.gpus,
+        launcher=make_launcher(namespace.backend, partition=namespace.partition, nodes=namespace.nodes,
+                               time=namespace.time, sbatch_args=namespace.sbatch_args),
     )

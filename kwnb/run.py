@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import cluster as clusters
 from .follow import FileFollower
-from .launchers import LAUNCHERS, Launcher, TaskLaunch, TaskProcess
+from .launchers import Launcher, TaskLaunch, TaskProcess, make_launcher
 from .metrics import MetricsParser
 from .report import RUN_DIR_ENV, WORKER_ENV, metrics_path
 from .terminal import TerminalScreen
@@ -59,7 +59,13 @@ class Worker:
 
     @property
     def address(self) -> str:
-        return clusters.address_of(self.tf_config["cluster"], self.task)
+        """host:port, or "" while a scheduler has not yet placed the task."""
+        return clusters.address_of(self.tf_config["cluster"], self.task) if self.tf_config else ""
+
+    @property
+    def where(self) -> str:
+        """Where the task runs, in words: a pid here, a job and node under a scheduler."""
+        return self._process.where() if self._process is not None else ""
 
     @property
     def alive(self) -> bool:
@@ -100,13 +106,21 @@ class Worker:
             self.returncode, self.ended_at = code, time.time()
             self.status = "stopped" if self._stop_requested else ("finished" if code == 0 else "failed")
             return True
+        if not self.tf_config:
+            self.tf_config = self._process.tf_config() or {}
+            changed = changed or bool(self.tf_config)
+        queued = self._process.queued()
+        if queued != (self.status == "pending") and self.status in ("starting", "pending"):
+            self.status, changed = ("pending" if queued else "starting"), True
         listening = self._port_accepts()
-        if self.status == "starting" and (listening or self.screen.total_lines):
+        if self.status in ("starting", "pending") and (listening or self.screen.total_lines):
             self.status = "running"
             changed = True
         return changed
 
     def _port_accepts(self) -> bool:
+        if not self.tf_config:
+            return False
         if self.port_open_at is None:
             host, _, port = self.address.rpartition(":")
             try:
@@ -171,7 +185,8 @@ class Run:
             raise ValueError(f"timeout must be positive, not {timeout}")
         self.timeout, self.on_failure, self.max_restarts = timeout, on_failure, max_restarts
         self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
-        self.launcher = LAUNCHERS[launcher]() if isinstance(launcher, str) else launcher
+        self.launcher = make_launcher(launcher) if isinstance(launcher, str) else launcher
+        self.launcher.check()
         self.dir = _new_run_dir(Path(runs_dir or os.environ.get("KWNB_RUNS_DIR") or self.cwd / ".kwnb" / "runs"), self.name)
         # What ran, even if the cells change later: the script and the helper modules of the job.
         self.files = [Path(f).resolve() for f in files or []]
@@ -232,24 +247,27 @@ class Run:
         return self
 
     def _launch_all(self) -> None:
-        cluster = clusters.cluster_spec(self.tasks, self.launcher.addresses(self.tasks))
-        for worker in self.workers:
-            config = clusters.tf_config(cluster, worker.task)
-            launch = TaskLaunch(worker.task, self.python, str(self.script), self.args,
-                                self._env(worker, config), str(self.cwd), worker.log_path)
-            worker._started(self.launcher.start(launch), config)
+        addresses = self.launcher.addresses(self.tasks)
+        cluster = clusters.cluster_spec(self.tasks, addresses) if addresses is not None else None
+        configs = [clusters.tf_config(cluster, w.task) if cluster else {} for w in self.workers]
+        launches = [TaskLaunch(worker.task, self.python, str(self.script), self.args,
+                               self._env(worker, config), str(self.cwd), worker.log_path)
+                    for worker, config in zip(self.workers, configs)]
+        for worker, process, config in zip(self.workers, self.launcher.start_all(launches), configs):
+            worker._started(process, config)
         self.version += 1
 
     def _env(self, worker: Worker, config: dict) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
-            TF_CONFIG=json.dumps(config),
             TF_USE_LEGACY_KERAS="1",  # Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can
             PYTHONUNBUFFERED="1",
             MPLBACKEND="Agg",  # the kernel's inline backend means nothing in a worker
             KWNB_PARENT_PID=str(os.getpid()),
             **{RUN_DIR_ENV: str(self.dir), WORKER_ENV: str(worker.position)},
         )
+        if config:  # else the task builds it where it runs (a batch scheduler's launcher)
+            env["TF_CONFIG"] = json.dumps(config)
         if not self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = "-1"  # N workers on one GPU would fight over its memory
         env.update(self.user_env)
@@ -328,6 +346,7 @@ class Run:
         self._launch_all()
 
     def _finish(self) -> None:
+        self.notes.extend(self.launcher.final_notes())
         try:
             from .plotting import save_curves
 
@@ -356,7 +375,9 @@ class Run:
 
     def kill(self, position: int) -> None:
         """SIGKILL one task, as a preempted machine: the failure policy then decides what follows."""
-        self.worker(position)._kill()
+        worker = self.worker(position)
+        self._check_single_task_control("kill")
+        worker._kill()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until every task's port accepts connections (its TensorFlow server is up).
@@ -374,6 +395,7 @@ class Run:
     def restart(self, position: int) -> None:
         """Start one task again with the same TF_CONFIG, as a replaced machine rejoining the cluster."""
         worker = self.worker(position)
+        self._check_single_task_control("restart")
         with self._lock:
             if self.done:
                 raise RuntimeError(f"run {self.name!r} has ended; launch it again instead")
@@ -388,6 +410,11 @@ class Run:
             self._failed_at = None
             self.version += 1
 
+    def _check_single_task_control(self, action: str) -> None:
+        if not self.launcher.controls_single_tasks:
+            raise RuntimeError(f"cannot {action} one task under --backend {self.launcher.name}: kwnb can only "
+                               f"signal the whole job there (%kw_stop {self.name} stops it)")
+
     # ----- reading ----------------------------------------------------------------------------
     @property
     def done(self) -> bool:
@@ -401,7 +428,9 @@ class Run:
     def status(self) -> str:
         statuses = [w.status for w in self.workers]
         if not self.done and not all(w.returncode is not None for w in self.workers):
-            return "starting" if all(s == "starting" for s in statuses) else "running"
+            if all(s in ("starting", "pending") for s in statuses):
+                return "pending" if "pending" in statuses else "starting"
+            return "running"
         if "failed" in statuses or (self.reason.startswith("timed out")):
             return "failed"
         if "stopped" in statuses:

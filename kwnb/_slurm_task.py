@@ -1,0 +1,151 @@
+"""Inside a Slurm task: which kwnb task am I, where do all tasks listen, what is my TF_CONFIG.
+
+Runs in the task's own Python before the user's script (from the bootstrap), so it uses only the
+standard library. The layout comes from Slurm's own variables, not from TensorFlow's
+SlurmClusterResolver, which divides by zero GPUs on CPU-only nodes (and calls nvidia-smi
+otherwise). Tasks are placed with `srun --distribution=block`: the first node's tasks are
+0..k-1, the next node's follow, and so on; each task listens on base port + its rank on its node.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+TASKS_ENV = "KWNB_SLURM_TASKS"  # JSON list, in kwnb's order: [{"type", "index", "log"}, ...]
+PORT_BASE_ENV = "KWNB_SLURM_PORT_BASE"
+HEARTBEAT_ENV = "KWNB_SLURM_HEARTBEAT"  # a file kwnb touches every second while it follows the job
+HEARTBEAT_STALE_SECONDS = 120.0  # generous: shared filesystems cache file times for up to a minute
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list, e.g. 'gpu[01-03,07],login1' -> ['gpu01', 'gpu02', 'gpu03', 'gpu07', 'login1']."""
+    hosts: list[str] = []
+    for item in _split_top_level(text):
+        hosts.extend(_expand_item(item))
+    return hosts
+
+
+def _split_top_level(text: str) -> list[str]:
+    items, depth, current = [], 0, ""
+    for char in text.strip():
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += char
+    if depth != 0:
+        raise ValueError(f"unbalanced brackets in Slurm host list {text!r}")
+    return [item for item in items + [current] if item]
+
+
+def _expand_item(item: str) -> list[str]:
+    match = re.search(r"\[([^\]]*)\]", item)
+    if not match:
+        return [item]
+    head, tail = item[: match.start()], item[match.end():]
+    names = []
+    for part in match.group(1).split(","):
+        low, _, high = part.partition("-")
+        width = len(low)  # 'node[01-10]' keeps the zero padding
+        for number in range(int(low), int(high or low) + 1):
+            names.extend(head + str(number).zfill(width) + rest for rest in _expand_item(tail))
+    return names
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """'2(x3),1' -> [2, 2, 2, 1]."""
+    counts: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        if not match:
+            raise ValueError(f"cannot read Slurm tasks per node {text!r}")
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts
+
+
+def addresses(nodelist: str, tasks_per_node: str, port_base: int) -> list[str]:
+    """host:port of every task of the step, by SLURM_PROCID (block distribution)."""
+    hosts, counts = expand_hostlist(nodelist), expand_tasks_per_node(tasks_per_node)
+    if len(hosts) != len(counts):
+        raise ValueError(f"{len(hosts)} nodes in {nodelist!r} but {len(counts)} task counts in {tasks_per_node!r}")
+    return [f"{host}:{port_base + local}" for host, count in zip(hosts, counts) for local in range(count)]
+
+
+def tf_config(tasks: list[dict], procid: int, task_addresses: list[str]) -> dict:
+    if len(task_addresses) != len(tasks):
+        raise ValueError(f"Slurm started {len(task_addresses)} tasks but kwnb planned {len(tasks)}")
+    cluster: dict[str, list[str]] = {}
+    for task, address in sorted(zip(tasks, task_addresses), key=lambda pair: pair[0]["index"]):
+        cluster.setdefault(task["type"], []).append(address)
+    order = ("chief", "worker", "ps", "evaluator")
+    cluster = {kind: cluster[kind] for kind in order if kind in cluster}
+    me = tasks[procid]
+    return {"cluster": cluster, "task": {"type": me["type"], "index": me["index"]}}
+
+
+def enter(environ=os.environ) -> None:
+    """Become kwnb task SLURM_PROCID: log to its file, set TF_CONFIG and KWNB_WORKER, record them."""
+    tasks = json.loads(environ[TASKS_ENV])
+    procid = int(environ["SLURM_PROCID"])
+    me = tasks[procid]
+    # stdout and stderr go straight to the task's log on the shared filesystem, where kwnb follows it.
+    log = os.open(me["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    task_addresses = addresses(environ["SLURM_STEP_NODELIST"], environ["SLURM_STEP_TASKS_PER_NODE"],
+                               int(environ[PORT_BASE_ENV]))
+    config = tf_config(tasks, procid, task_addresses)
+    node = environ.get("SLURMD_NODENAME")
+    mine = task_addresses[procid].rpartition(":")[0]
+    if node and node != mine:
+        raise RuntimeError(f"kwnb expected task {procid} on {mine} (block distribution) but Slurm put it on {node}")
+    environ["TF_CONFIG"] = json.dumps(config)
+    environ["KWNB_WORKER"] = str(procid)
+    run_dir = environ["KWNB_RUN_DIR"]
+    record = {"tf_config": config, "host": node or mine, "pid": os.getpid(),
+              "job": environ.get("SLURM_JOB_ID"), "step": environ.get("SLURM_STEP_ID")}
+    _write_atomically(os.path.join(run_dir, f"slurm-task-{procid}.json"), json.dumps(record))
+    if environ.get(HEARTBEAT_ENV):
+        stale = float(environ.get("KWNB_SLURM_HEARTBEAT_STALE", HEARTBEAT_STALE_SECONDS))
+        threading.Thread(target=_watch_heartbeat, args=(environ[HEARTBEAT_ENV], stale), daemon=True,
+                         name="kwnb-heartbeat").start()
+
+
+def _watch_heartbeat(path: str, stale: float = HEARTBEAT_STALE_SECONDS) -> None:
+    """End this task when kwnb stops following the job (its kernel died), as the local watchdog does.
+
+    Without it a job whose notebook is gone would hold its nodes until the time limit.
+    """
+    while True:
+        time.sleep(min(5.0, stale / 4))
+        try:
+            age = time.time() - os.stat(path).st_mtime
+        except OSError:
+            age = float("inf")  # the run folder was removed
+        if age > stale:
+            print(f"kwnb: the process that started this job stopped following it {age:.0f} s ago; "
+                  f"ending this task", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_file(environ=os.environ) -> str:
+    return os.path.join(environ["KWNB_RUN_DIR"], f"slurm-exit-{environ['SLURM_PROCID']}")
+
+
+def record_exit(code: int, environ=os.environ) -> None:
+    """The task's exit code, for kwnb to read: Slurm without accounting keeps none per task."""
+    _write_atomically(exit_file(environ), str(code))
+
+
+def _write_atomically(path: str, text: str) -> None:
+    temporary = f"{path}.tmp{os.getpid()}"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, path)

@@ -7,6 +7,7 @@ import sys
 import time
 
 from . import cluster as clusters
+from .export import add_export_arguments, export_options, export_run, find_run_dir, write_manifest
 from .follow import FileFollower
 from .launchers import LaunchError
 from .options import add_launch_arguments, launch_options
@@ -24,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("-n", "--workers", type=int, default=2, metavar="N")
     config.add_argument("--ps", type=int, default=0, metavar="K")
     config.add_argument("--index", type=int, default=None, metavar="I", help="only task I (0 is the chief)")
+    export = commands.add_parser("export", help="write a Kubernetes manifest (Kubeflow TFJob) for a run")
+    export.add_argument("run", help="run folder, or run name (its newest folder in .kwnb/runs or $KWNB_RUNS_DIR)")
+    add_export_arguments(export)
+    export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
     return parser
 
 
@@ -53,8 +58,28 @@ def follow(run, out=sys.stdout) -> None:
     drain()
 
 
+def export_command(args) -> int:
+    """`kwnb export RUN --to tfjob --image IMAGE [-o FILE]`: the YAML on stdout, or in FILE."""
+    try:
+        exported = export_run(find_run_dir(args.run), **export_options(args))
+        path = write_manifest(exported, args.output) if args.output else None
+    except ValueError as error:
+        print(f"kwnb: {error}", file=sys.stderr)
+        return 2
+    for note in exported.notes:  # stderr, so that stdout stays a clean manifest
+        print(f"kwnb: {note}", file=sys.stderr)
+    if path is None:
+        sys.stdout.write(exported.yaml)
+    else:
+        print(f"Wrote {path}: TFJob {exported.name!r} ({len(exported.objects)} objects)")
+        print(f"Start it with: kubectl apply -f {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "export":
+        return export_command(args)
     try:
         if args.command == "tf-config":
             for config in tf_configs(args.workers, args.ps, args.index):

@@ -14,6 +14,7 @@ from IPython.display import Image, display
 
 from . import registry
 from .cli import tf_configs
+from .export import EXPORT_ARGUMENTS, export_options, export_run, find_run_dir, write_manifest
 from .launchers import LaunchError
 from .options import LAUNCH_ARGUMENTS, launch_options
 from .plotting import curves_figure, png_bytes
@@ -24,6 +25,23 @@ def _launch_arguments(func):
     for args, kwargs in reversed(LAUNCH_ARGUMENTS):
         func = argument(*args, **kwargs)(func)
     return func
+
+
+def _export_arguments(func):
+    for args, kwargs in reversed(EXPORT_ARGUMENTS):
+        func = argument(*args, **kwargs)(func)
+    return func
+
+
+def _export_dir(name: str) -> Path:
+    """A run of this kernel by name, else a run folder (a path, or a name under the runs folder)."""
+    if any(run.name == name for run in registry.runs()):
+        return registry.get_run(name).dir
+    try:
+        return find_run_dir(name)
+    except ValueError as error:
+        known = ", ".join(sorted({r.name for r in registry.runs()})) or "none yet"
+        raise UsageError(f"{error}; runs of this kernel: {known}") from None
 
 
 def _run(name: str | None) -> Run:
@@ -243,6 +261,28 @@ class KwnbMagics(Magics):
                 print(json.dumps(config, indent=None))
         except ValueError as error:
             raise UsageError(str(error)) from None
+
+    @line_magic
+    @magic_arguments()
+    @argument("name", help="a run of this kernel, or a run folder")
+    @_export_arguments
+    @argument("-o", "--output", default=None, metavar="FILE", help="where to write (default: NAME-tfjob.yaml here)")
+    def kw_export(self, line):
+        """Write a Kubeflow TFJob manifest for a run: replicas per task type, image, command, the job's files.
+
+        The files (the script and %%kw_file modules) go into a ConfigMap in the same YAML. Prints where
+        the file is and the kubectl line that starts the job on a cluster with the training operator.
+        """
+        args = self._parse(self.kw_export, line)
+        try:
+            exported = export_run(_export_dir(args.name), **export_options(args))
+            path = write_manifest(exported, args.output or f"{exported.run.name}-{args.to}.yaml")
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        for note in exported.notes:
+            print(f"kwnb: {note}")
+        print(f"Wrote {path}: TFJob {exported.name!r} ({len(exported.objects)} objects)")
+        print(f"Start it with: kubectl apply -f {path}")
 
     @staticmethod
     def _parse(magic, line):

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
@@ -15,7 +16,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # start_ipython gives the shell to its first caller only
     shell.run_line_magic("load_ext", "kwnb")
     return shell
 

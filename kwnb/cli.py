@@ -42,8 +42,9 @@ def tf_configs(workers: int, ps: int = 0, index: int | None = None) -> list[dict
     return [clusters.tf_config(cluster, task) for task in chosen]
 
 
-def follow(run, out=sys.stdout) -> None:
+def follow(run, out=None) -> None:
     """Print every finished line of every task, prefixed, until the run ends."""
+    out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
     followers = [(f"[{w.task_type} {w.index}] ", FileFollower(w.log_path), TerminalScreen(keep=1)) for w in run.workers]
 
     def drain() -> None:

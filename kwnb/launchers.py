@@ -91,8 +91,8 @@ class Launcher(ABC):
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
         return [self.start(launch) for launch in launches]
 
-    def final_notes(self) -> list[str]:
-        """What the user should know once the run is over (e.g. why a batch job ended)."""
+    def finish(self) -> list[str]:
+        """Called once every task has ended: tidy up, and say what the user should know (why a job ended)."""
         return []
 
 

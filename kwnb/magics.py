@@ -105,7 +105,8 @@ class KwnbMagics(Magics):
     @_launch_arguments
     @argument("--wait", action="store_true", help="block until the run ends, then print its summary")
     def kw_worker(self, line, cell):
-        """Write the cell to FILE and run it on N local workers, each with its own TF_CONFIG.
+        """Write the cell to FILE and run it on N workers, each with its own TF_CONFIG: local processes,
+        or one Slurm job with --backend slurm.
 
         Returns at once with a live dashboard (a tab per worker: status, elapsed time, progress,
         log; the chief's curves), unless --wait. The run is also available as kwnb.get_run(NAME).

@@ -241,7 +241,13 @@ class Run:
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "Run":
         self.started_at = time.time()
-        self._launch_all()
+        try:
+            self._launch_all()
+        except BaseException as error:  # e.g. a job the scheduler rejected: the run is over before it began
+            self._stop_all()
+            self.reason, self.ended_at = f"could not start: {error}", time.time()
+            self._done.set()
+            raise
         self._thread = threading.Thread(target=self._supervise, name=f"kwnb-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -346,7 +352,7 @@ class Run:
         self._launch_all()
 
     def _finish(self) -> None:
-        self.notes.extend(self.launcher.final_notes())
+        self.notes.extend(self.launcher.finish())
         try:
             from .plotting import save_curves
 

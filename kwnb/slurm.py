@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -27,6 +28,7 @@ QUEUE_SECONDS = 1.0  # squeue asks the controller: once a second, shared by all 
 PORT_RANGE = (20000, 32000)
 FINISHED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                    "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+JOB_END_SECONDS = 10.0  # from the last task's exit to the job's end, before kwnb cancels it
 EXIT_FILE_SECONDS = 3.0  # how long a shared filesystem may take to show a finished task's exit file
 
 
@@ -121,8 +123,20 @@ class SlurmLauncher(Launcher):
                 message += f" (partition {self.partition!r}; this cluster has: {', '.join(names)})"
         return f"Slurm rejected the job: {message}"
 
-    def final_notes(self) -> list[str]:
-        return [note for job in self.jobs for note in job.notes()]
+    def finish(self) -> list[str]:
+        """Every task has exited: make sure each job has ended too (a task can hang in interpreter shutdown)."""
+        notes = []
+        for job in self.jobs:
+            deadline = time.monotonic() + JOB_END_SECONDS
+            while job.finished_at is None and time.monotonic() < deadline:
+                job.refresh()
+                time.sleep(0.2)
+            if job.finished_at is None:
+                job.signal(signal.SIGKILL)
+                notes.append(f"Slurm job {job.id} was still {job.state} {JOB_END_SECONDS:g} s after its tasks "
+                             f"exited; cancelled it")
+            notes.extend(job.notes())
+        return notes
 
 
 class SlurmJob:
@@ -201,8 +215,10 @@ class SlurmTask(TaskProcess):
                 self._code = int(text)
                 return self._code
         if self.job.finished_at is not None and time.monotonic() - self.job.finished_at > EXIT_FILE_SECONDS:
-            # Ended without saying how: killed by a signal (ours, a time limit, a node failure).
-            self._code = -(self.job.last_signal or signal.SIGKILL)
+            # Ended before kwnb's bootstrap could record a code (its Python did not start, or a signal
+            # came): srun's own report, else the signal we sent, else a kill (time limit, node failure).
+            reported = srun_exit_codes(self.job.output).get(self.position)
+            self._code = reported if reported is not None else -(self.job.last_signal or signal.SIGKILL)
         return self._code
 
     def signal(self, signum: int) -> None:
@@ -236,6 +252,25 @@ class SlurmTask(TaskProcess):
                 return None
             self.pid = self._placement.get("pid")
         return self._placement
+
+
+SRUN_TASK_END = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): (?:Exited with exit code (\d+)|(Killed)|(Terminated))")
+
+
+def srun_exit_codes(output: Path) -> dict[int, int]:
+    """Exit codes srun reported in the job's output, e.g. 'srun: error: n1: tasks 0-1: Exited with exit code 127'."""
+    try:
+        text = output.read_text(errors="replace")
+    except OSError:
+        return {}
+    codes = {}
+    for match in SRUN_TASK_END.finditer(text):
+        code = int(match[2]) if match[2] else -signal.SIGKILL if match[3] else -signal.SIGTERM
+        for part in match[1].split(","):
+            low, _, high = part.partition("-")
+            for rank in range(int(low), int(high or low) + 1):
+                codes[rank] = code
+    return codes
 
 
 def _job_environment(task_env: dict[str, str]) -> dict[str, str]:

@@ -20,7 +20,7 @@ import kwnb
 from kwnb import _slurm_task
 from kwnb.launchers import BOOTSTRAP, LaunchError, make_launcher
 from kwnb.run import Run
-from kwnb.slurm import SlurmLauncher
+from kwnb.slurm import SlurmLauncher, srun_exit_codes
 
 SCRIPTS = Path(__file__).parent / "scripts"
 BEHAVE = SCRIPTS / "behave.py"
@@ -133,6 +133,14 @@ def test_a_task_ends_itself_when_kwnb_stops_following_the_job(tmp_path):
     assert "stopped following it" in (tmp_path / "worker-0.log").read_text()
 
 
+def test_srun_reports_give_exit_codes_of_tasks_that_never_reached_python(tmp_path):
+    output = tmp_path / "slurm-7.out"
+    output.write_text("python: not found\nsrun: error: n1: tasks 0,2-3: Exited with exit code 127\n"
+                      "srun: error: n2: task 1: Killed\nsrun: error: n2: task 4: Terminated\n")
+    assert srun_exit_codes(output) == {0: 127, 2: 127, 3: 127, 1: -signal.SIGKILL, 4: -signal.SIGTERM}
+    assert srun_exit_codes(tmp_path / "missing.out") == {}
+
+
 # ----- options and errors, anywhere ----------------------------------------------------------------
 
 def test_slurm_options_need_the_slurm_backend():
@@ -179,7 +187,7 @@ def test_keras_fit_trains_on_slurm_with_tf_config_from_slurm(slurm, tmp_path):
     """Two tasks of one sbatch job train a MultiWorkerMirroredStrategy model, followed like local workers."""
     script = tmp_path / "fit.py"
     script.write_text((SCRIPTS / "keras_fit.py").read_text())
-    run = slurm_run(tmp_path, script, args="2", partition=slurm.partition, time="5")
+    run = slurm_run(tmp_path, script, args="2", partition=slurm.partition, time="5", nodes=1)
     try:
         assert run.wait(timeout=240) == [0, 0], run.summary()
     finally:
@@ -242,6 +250,22 @@ def test_an_unknown_partition_is_rejected_with_the_partitions_there_are(slurm, t
         slurm_run(tmp_path, BEHAVE, partition="no-such-partition")
     assert "Slurm rejected the job" in str(error.value) and "partition" in str(error.value)
     assert slurm.partition in str(error.value)
+    assert not any(str(tmp_path) in str(run.dir) for run in kwnb.runs())  # nothing kept, nothing to stop
+
+
+def test_a_job_whose_tasks_exited_but_hang_in_shutdown_is_cancelled(slurm, tmp_path):
+    """TensorFlow can hang at interpreter exit; the job must not hold its nodes until the time limit."""
+    script = tmp_path / "hang_at_exit.py"
+    script.write_text("import atexit, time\natexit.register(time.sleep, 300)\nprint('work done', flush=True)\n")
+    run = slurm_run(tmp_path, script, partition=slurm.partition)
+    try:
+        assert run.wait(timeout=90) == [0, 0], run.summary()
+    finally:
+        run.stop()
+    job = run.launcher.jobs[0].id
+    assert any(f"Slurm job {job} was still RUNNING" in note and "cancelled" in note for note in run.notes), run.notes
+    assert wait_until(lambda: subprocess.run(["squeue", "-h", "-j", job, "-t", "RUNNING,COMPLETING"],
+                                             capture_output=True, text=True).stdout.strip() == "", 30)
 
 
 def test_kill_and_restart_of_one_task_are_refused_under_slurm(slurm, tmp_path):
@@ -253,3 +277,29 @@ def test_kill_and_restart_of_one_task_are_refused_under_slurm(slurm, tmp_path):
         assert run.exit_codes == [None, None]
     finally:
         run.stop()
+
+
+def test_a_python_missing_on_the_nodes_fails_with_srun_s_words(slurm, tmp_path):
+    """The interpreter exists here but not on the node (here: one that exits 127 as a missing one would)."""
+    python = tmp_path / "python-elsewhere"
+    python.write_text("#!/bin/sh\necho 'python-elsewhere: no Python on this node' >&2\nexit 127\n")
+    python.chmod(0o755)
+    run = kwnb.launch(BEHAVE, 2, python=str(python), cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      launcher=SlurmLauncher(partition=slurm.partition))
+    try:
+        run.wait(timeout=60)
+    finally:
+        run.stop()
+    assert run.status == "failed" and run.exit_codes == [127, 127]
+    assert any("no Python on this node" in note and "ended FAILED" in note for note in run.notes), run.notes
+
+
+def test_the_terminal_runs_on_slurm_too(slurm, tmp_path, capsys):
+    from kwnb import cli
+
+    code = cli.main(["run", str(BEHAVE), "-n", "2", "--backend", "slurm", "--partition", slurm.partition,
+                     "--args", "--sleep 0.5"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "[worker 0] worker 0 started" in out and "[worker 1] worker 1 started" in out
+    assert "finished" in out

@@ -1,11 +1,10 @@
-"""Sections 1 and 2: bring-up and training throughput of one 2-worker job, started five ways.
+"""Sections 1 and 2: bring-up and training throughput of one 2-worker job, started six ways, and
+the floor of importing TensorFlow.
 
   kwnb         kwnb.launch(train.py, n=2) + display(run) in a real Jupyter kernel: what a notebook
                user gets, the dashboard thread redrawing log tabs and curves while it trains
   kwnb.launch  kwnb.launch(train.py, n=2) from this process, no dashboard (the Python API alone;
                its supervisor thread runs in this process)
-  kwnb.launch patched  the same with every change of benchmarks/patches.py applied: what kwnb
-               would measure with the changes this benchmark proposes
   bare         subprocess.Popen per worker with hand-made TF_CONFIGs, as a user would write it
   bare session the same with start_new_session=True, as kwnb starts its workers: the floor for a
                launcher. On Linux the scheduler shares the CPU between sessions first (autogroups),
@@ -40,8 +39,7 @@ import kwnb.registry  # noqa: F401 - imported up front, as `%load_ext kwnb` does
 from .common import (TRAIN, WORKER_ENV, PortProbe, log, paired_ratios, parse_markers, read_markers, row,
                      since, steps_per_second, check, wait_pids_gone)
 
-METHODS = ("kwnb", "bare session", "kwnb.launch", "bare", "kwnb.launch patched", "tutorial", "ipyparallel",
-           "import_tf")
+METHODS = ("kwnb", "bare session", "kwnb.launch", "bare", "tutorial", "ipyparallel", "import_tf")
 RUN_TIMEOUT = 300.0
 
 
@@ -109,16 +107,6 @@ def run_kwnb(cfg, workdir: Path) -> dict:
                    kwnb_port_open_at_set=[w.port_open_at is not None for w in run.workers],
                    kwnb_port_open_s=[since(t0, w.port_open_at) for w in run.workers],
                    log=str(run.workers[0].log_path))
-
-
-def run_kwnb_patched(cfg, workdir: Path) -> dict:
-    from . import patches
-
-    patches.apply_all()
-    try:
-        return run_kwnb(cfg, workdir)
-    finally:
-        patches.undo_all()
 
 
 def run_bare_session(cfg, workdir: Path) -> dict:
@@ -245,8 +233,8 @@ def _wait_all(procs: list[subprocess.Popen]) -> list:
     return codes
 
 
-RUNNERS = {"kwnb": run_kwnb_kernel, "kwnb.launch": run_kwnb, "kwnb.launch patched": run_kwnb_patched, "bare": run_bare, "bare session": run_bare_session, "tutorial": run_tutorial, "ipyparallel": run_ipyparallel,
-           "import_tf": run_import_tf}
+RUNNERS = {"kwnb": run_kwnb_kernel, "kwnb.launch": run_kwnb, "bare": run_bare, "bare session": run_bare_session,
+           "tutorial": run_tutorial, "ipyparallel": run_ipyparallel, "import_tf": run_import_tf}
 
 
 def available_methods(kernel) -> tuple[list[str], dict[str, str]]:
@@ -301,10 +289,9 @@ def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
     out, findings = [], []
     section = f"1. bring-up, {cfg.n} workers"
     labels = {"kwnb": "kwnb in a kernel + dashboard", "kwnb.launch": "kwnb.launch (no dashboard)",
-              "kwnb.launch patched": "kwnb.launch + proposed changes",
               "bare": "bare Popen", "bare session": "bare Popen (own session)", "tutorial": f"tutorial (sleep {cfg.tutorial_sleep:g} s)",
               "ipyparallel": f"ipyparallel Cluster(n={cfg.n})", "import_tf": f"python -c 'import tensorflow' x{cfg.n}"}
-    mine = [m for m in ("kwnb", "kwnb.launch", "kwnb.launch patched") if m in samples]
+    mine = [m for m in ("kwnb", "kwnb.launch") if m in samples]
     others = [m for m in ("bare session", "bare", "tutorial", "ipyparallel") if m in samples]
     targets = {"bare": "<= 1.05", "bare session": "<= 1.05", "tutorial": "< 1 (ahead)", "ipyparallel": "< 1 (ahead)"}
     if "import_tf" in samples:
@@ -375,13 +362,7 @@ def _bootstrap_finding(samples: dict) -> list[str]:
     kwnb, bare = median("kwnb.launch", "imported_s"), median("bare session", "imported_s")
     if kwnb is None or bare is None or kwnb < 1.05 * bare:
         return []
-    patched = median("kwnb.launch patched", "imported_s")
-    text = (f"The chief's `import tensorflow` took {kwnb:.2f} s (median) under kwnb.launch against {bare:.2f} s under "
+    return [f"The chief's `import tensorflow` took {kwnb:.2f} s (median) under kwnb.launch against {bare:.2f} s under "
             f"bare Popen (own session), while the launch call to the script's first line took "
             f"{median('kwnb.launch', 'start_s') * 1000:.0f} ms against {median('bare session', 'start_s') * 1000:.0f} ms: "
-            "the bring-up gap is in the worker, not in the launcher. kwnb/_bootstrap.py runs the script with "
-            "runpy.run_path")
-    if patched is not None:
-        text += (f"; compiled and exec'd in a fresh __main__ module instead (kwnb's bootstrap since this was "
-                 f"measured; here part of 'kwnb.launch + proposed changes') the import took {patched:.2f} s")
-    return [text + "."]
+            "the bring-up gap is in the worker, not in the launcher (see kwnb/_bootstrap.py, which starts the script)."]

@@ -3,8 +3,6 @@
 A worker (workloads/writer.py, no TensorFlow) prints N lines as fast as it can. Side by side in
 the same kernel, each round:
   kwnb          kwnb.launch + display(run): the supervisor reads the log, the dashboard redraws
-  kwnb patched  the same with two changes of benchmarks/patches.py applied in the kernel: the
-                MetricsParser prefilter, and reading a worker's output to the end after it exits
   bare          subprocess.Popen of the same writer from the kernel, then wait (the floor)
 Measured from outside: the kernel's CPU seconds (psutil, all threads) and its resident memory
 over the run, and afterwards every line of the log file (in order, none missing).
@@ -44,9 +42,6 @@ kwnb.dashboard.Dashboard.refresh = _lat_original_refresh
 print(json.dumps(sorted([k, v[0], v[1]] for k, v in _lat_seen.items())))
 """
 
-PATCH = "import benchmarks.patches as _p; _p.apply_all(); print('patched')"
-UNPATCH = "import benchmarks.patches as _p; _p.undo_all(); print('unpatched')"
-
 
 def check_lines(path: str, expected: int) -> dict:
     """Every `line NNNNNNN` from 0 to expected-1, in order, in the log file."""
@@ -71,7 +66,7 @@ def measure(cfg, kernel: Kernel, workdir: Path, errors: list[str]) -> dict:
     samples: dict = {"bulk": [], "latency": []}
     # Warm-up: the first run imports the dashboard's widgets and matplotlib into the kernel.
     run_job(kernel, "kwnb", WRITER, 1, ["bulk", "1000"], "warmup", workdir / "warmup", probe=False)
-    methods = ["kwnb", "kwnb patched", "bare"]
+    methods = ["kwnb", "bare"]
     for r in range(cfg.rounds):
         sizes = cfg.log_sizes[r % len(cfg.log_sizes):] + cfg.log_sizes[: r % len(cfg.log_sizes)]
         for size in sizes:
@@ -80,15 +75,8 @@ def measure(cfg, kernel: Kernel, workdir: Path, errors: list[str]) -> dict:
                 log(f"log path round {r + 1}/{cfg.rounds}: {size} lines, {method}")
                 result = {"round": r, "lines": size, "method": method}
                 try:
-                    if method == "kwnb patched":
-                        kernel.execute(PATCH)
-                    try:
-                        result.update(run_job(kernel, "bare" if method == "bare" else "kwnb", WRITER, 1,
-                                              ["bulk", str(size)], "writer", workdir / "logpath", probe=False,
-                                              timeout=cfg.log_timeout))
-                    finally:
-                        if method == "kwnb patched":
-                            kernel.execute(UNPATCH)
+                    result.update(run_job(kernel, method, WRITER, 1, ["bulk", str(size)], "writer",
+                                          workdir / "logpath", probe=False, timeout=cfg.log_timeout))
                     result.update(check_lines(result["logs"][0], size))
                     if method != "bare" and result.get("total_lines"):
                         result["counted_lines"] = result["total_lines"][0]
@@ -131,7 +119,7 @@ def rows(samples: dict, cfg) -> tuple[list[dict], list[str]]:
 
     for size in sorted(cfg.log_sizes):
         per = size / 100_000
-        for method in ("kwnb", "kwnb patched", "bare"):
+        for method in ("kwnb", "bare"):
             cpu = [None if v is None else v / per for v in pick(method, size, "kernel_cpu_s")]
             summary = row(section, f"kernel CPU s per 100k lines, {size:,} lines", method, cpu, "s",
                           target="<= 0.5" if method == "kwnb" else "")
@@ -149,23 +137,22 @@ def rows(samples: dict, cfg) -> tuple[list[dict], list[str]]:
         out.append(summary)
         out.append(row(section, f"kernel memory growth (peak RSS - before), {size:,} lines", "bare",
                        pick("bare", size, "rss_peak_growth_mb"), "MB"))
-        for method in ("kwnb", "kwnb patched"):
-            runs = [s for s in bulk if s["method"] == method and s["lines"] == size]
-            read = [s.get("counted_lines") if s.get("ok") else None for s in runs]
-            cpu = [s.get("kernel_cpu_s") if s.get("ok") else None for s in runs]
-            out.append(row(section, f"kernel CPU s per 100k lines the dashboard read, {size:,} lines", method,
-                           [c / (r / 100_000) if c is not None and r else None for c, r in zip(cpu, read)], "s"))
-            unread = [size - r if r is not None else None for r in read]
-            summary = row(section, f"lines never read into the dashboard, {size:,} lines", method, unread, "lines",
-                          target="0" if method == "kwnb" else "")
-            if method == "kwnb":
-                summary["target_met"] = None if summary["n"] == 0 else summary["max"] == 0
-            out.append(summary)
-        missing = [s.get("lines_missing") for s in bulk if s["lines"] == size and s["method"] != "bare" and s.get("ok")]
-        summary = row(section, f"lines missing from the log file, {size:,} lines", "kwnb (both)", missing, "lines",
+        runs = [s for s in bulk if s["method"] == "kwnb" and s["lines"] == size]
+        read = [s.get("counted_lines") if s.get("ok") else None for s in runs]
+        cpu = [s.get("kernel_cpu_s") if s.get("ok") else None for s in runs]
+        out.append(row(section, f"kernel CPU s per 100k lines the dashboard read, {size:,} lines", "kwnb",
+                       [c / (r / 100_000) if c is not None and r else None for c, r in zip(cpu, read)], "s"))
+        unread = [size - r if r is not None else None for r in read]
+        summary = row(section, f"lines never read into the dashboard, {size:,} lines", "kwnb", unread, "lines",
+                      target="0")
+        summary["target_met"] = None if summary["n"] == 0 else summary["max"] == 0
+        out.append(summary)
+        written = [s for s in runs if s.get("ok")]
+        missing = [s.get("lines_missing") for s in written]
+        summary = row(section, f"lines missing from the log file, {size:,} lines", "kwnb", missing, "lines",
                       target="0")
         summary["target_met"] = None if not missing else max(missing) == 0 and all(
-            s.get("lines_out_of_order") == 0 for s in bulk if s["lines"] == size and s["method"] != "bare" and s.get("ok"))
+            s.get("lines_out_of_order") == 0 for s in written)
         out.append(summary)
 
     lat_rounds = [s for s in samples["latency"] if s.get("latencies")]

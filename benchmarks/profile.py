@@ -1,11 +1,12 @@
-"""Section 5: where kwnb's own time goes, and what the changes in benchmarks/patches.py would save.
+"""Section 5: where kwnb's own time goes, and what the open experiment of benchmarks/patches.py would save.
 
 a. The supervisor's cost with N idle workers (workloads/idle.py sleeps; no output, no TensorFlow):
-   this process's CPU seconds per second of run, kwnb as it is and with the descendant scan
-   throttled to once a second, alternating.
+   this process's CPU seconds per second of run.
 b. The log path's parsing cost per 100k plain lines, component by component (reading the file,
-   TerminalScreen.feed, MetricsParser.feed), MetricsParser as it is and with the prefilter, and a
-   check that the prefilter gives the same curves on the recorded Keras logs of tests/data.
+   TerminalScreen.feed, MetricsParser.feed).
+c. One instrumented kwnb run in the kernel: thread CPU seconds per kwnb function.
+d. The training job in the kernel with the dashboard, kwnb as it is against the dashboard's curves
+   redrawn every 5 s (benchmarks/patches.py), alternating.
 """
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from . import patches
-from .common import IDLE, ROOT, log, paired_ratios, row
+from .common import IDLE, log, paired_ratios, row
 from .workloads.writer import PAD
 
 
@@ -30,23 +30,17 @@ def supervisor(cfg, workdir: Path, errors: list[str]) -> list[dict]:
     import kwnb
 
     samples = []
-    variants = ["as is", "descendant scan 1/s"]
     for r in range(cfg.rounds):
         for n in cfg.idle_sizes:
-            for variant in (variants if r % 2 == 0 else variants[::-1]):
-                if variant != "as is":
-                    patches.apply_descendant_throttle()
-                try:
-                    cpu0 = _process_cpu()
-                    run = kwnb.launch(IDLE, n=n, name="idle", runs_dir=workdir / "idle", args=[str(cfg.idle_seconds)])
-                    run.wait(60)
-                    cpu = _process_cpu() - cpu0
-                    samples.append({"round": r, "n": n, "variant": variant, "ok": run.exit_codes == [0] * n,
-                                    "cpu_s": cpu, "run_s": run.elapsed, "cpu_per_s": cpu / run.elapsed})
-                except Exception as error:  # noqa: BLE001
-                    errors.append(f"supervisor profile n={n} {variant}: {type(error).__name__}: {error}")
-                finally:
-                    patches.undo_descendant_throttle()
+            try:
+                cpu0 = _process_cpu()
+                run = kwnb.launch(IDLE, n=n, name="idle", runs_dir=workdir / "idle", args=[str(cfg.idle_seconds)])
+                run.wait(60)
+                cpu = _process_cpu() - cpu0
+                samples.append({"round": r, "n": n, "ok": run.exit_codes == [0] * n,
+                                "cpu_s": cpu, "run_s": run.elapsed, "cpu_per_s": cpu / run.elapsed})
+            except Exception as error:  # noqa: BLE001
+                errors.append(f"supervisor profile n={n}: {type(error).__name__}: {error}")
         log(f"supervisor profile round {r + 1}/{cfg.rounds} done")
     return samples
 
@@ -74,15 +68,6 @@ def _parse_costs(text_path: Path, lines: int) -> dict:
     return {k: v / per for k, v in costs.items()}
 
 
-def _curves(text: str, chunk: int) -> tuple:
-    from kwnb.metrics import MetricsParser
-
-    parser = MetricsParser()
-    for i in range(0, len(text), chunk):
-        parser.feed(text[i:i + chunk])
-    return parser.history(), parser.steps, parser.progress()
-
-
 def parsing(cfg, errors: list[str]) -> dict:
     lines = cfg.parse_lines
     with tempfile.TemporaryDirectory() as folder:
@@ -92,80 +77,22 @@ def parsing(cfg, errors: list[str]) -> dict:
                 handle.write(f"line {i:07d} {PAD}\n")
         samples = []
         for r in range(cfg.rounds):
-            for variant in (("as is", "prefilter") if r % 2 == 0 else ("prefilter", "as is")):
-                if variant == "prefilter":
-                    patches.apply_scan_prefilter()
-                try:
-                    samples.append({"round": r, "variant": variant, **_parse_costs(path, lines)})
-                finally:
-                    patches.undo_scan_prefilter()
-    # Same curves with and without the prefilter, on real Keras output cut into odd-sized chunks.
-    same = True
-    for name in ("keras_verbose1.log", "keras_verbose2.log"):
-        text = (ROOT / "tests" / "data" / name).read_text()
-        for chunk in (7, 1000, len(text)):
-            before = _curves(text, chunk)
-            patches.apply_scan_prefilter()
-            try:
-                after = _curves(text, chunk)
-            finally:
-                patches.undo_scan_prefilter()
-            same = same and before == after
-    if not same:
-        errors.append("the MetricsParser prefilter changed the curves parsed from tests/data")
-    return {"samples": samples, "same_curves": same}
+            samples.append({"round": r, **_parse_costs(path, lines)})
+    return {"samples": samples}
 
 
 def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], list[str]]:
-    out, findings = [], []
+    out = []
     section = "5. profile of kwnb (this process)"
     for n in cfg.idle_sizes:
-        per_variant = {}
-        for variant in ("as is", "descendant scan 1/s"):
-            values = [s["cpu_per_s"] if s["ok"] else None for s in sorted(
-                (s for s in supervisor_samples if s["n"] == n and s["variant"] == variant), key=lambda s: s["round"])]
-            per_variant[variant] = values
-            out.append(row(section, f"supervisor CPU s per s, {n} idle workers", f"kwnb {variant}", values, "s/s"))
-        out.append(row(section, f"supervisor CPU s per s, {n} idle workers", "patched / as is",
-                       paired_ratios(per_variant["descendant scan 1/s"], per_variant["as is"]), "ratio"))
-    for part in ("read", "screen", "metrics"):
-        for variant in ("as is", "prefilter"):
-            if part != "metrics" and variant == "prefilter":
-                continue
-            values = [s[part] for s in parse["samples"] if s["variant"] == variant]
-            label = {"read": "FileFollower.read_new", "screen": "TerminalScreen.feed",
-                     "metrics": "MetricsParser.feed"}[part]
-            out.append(row(section, f"CPU s per 100k plain lines: {label}", f"kwnb {variant}", values, "s"))
-    base = [s["metrics"] for s in sorted((s for s in parse["samples"] if s["variant"] == "as is"), key=lambda s: s["round"])]
-    fast = [s["metrics"] for s in sorted((s for s in parse["samples"] if s["variant"] == "prefilter"), key=lambda s: s["round"])]
-    summary = row(section, "CPU s per 100k plain lines: MetricsParser.feed", "prefilter / as is",
-                  paired_ratios(fast, base), "ratio",
-                  note="same curves on tests/data Keras logs: " + ("yes" if parse["same_curves"] else "NO"))
-    out.append(summary)
-    from .common import describe
-
-    def median(values):
-        return describe(values)["median"]
-
-    for n in cfg.idle_sizes:
-        before = median([s["cpu_per_s"] for s in supervisor_samples if s["n"] == n and s["variant"] == "as is" and s["ok"]])
-        after = median([s["cpu_per_s"] for s in supervisor_samples
-                        if s["n"] == n and s["variant"] == "descendant scan 1/s" and s["ok"]])
-        if before and after is not None and after < 0.8 * before:
-            findings.append(
-                f"With {n} idle workers the supervisor thread alone costs {before * 100:.1f}% of a core; scanning "
-                f"descendants (LocalProcess._remember_descendants, kwnb/launchers.py: psutil children(recursive=True), "
-                f"which reads /proc/*/stat of every process on the machine, 10 times a second per worker) at most "
-                f"once a second brings it to {after * 100:.1f}%.")
-    base_m, fast_m = median(base), median(fast)
-    screen = median([s["screen"] for s in parse["samples"] if s["variant"] == "as is"])
-    if base_m and fast_m is not None and fast_m < 0.5 * base_m:
-        findings.append(
-            f"Per 100k plain log lines, MetricsParser.feed (kwnb/metrics.py) takes {base_m:.3f} s of CPU against "
-            f"{screen:.3f} s for TerminalScreen.feed: its regex is tried at every character. Dropping lines with "
-            f"neither '/' nor 'Epoch' before the regex (benchmarks/patches.py) takes it to {fast_m:.4f} s, with the "
-            f"same curves on tests/data's Keras logs: {'yes' if parse['same_curves'] else 'NO'}.")
-    return out, findings
+        values = [s["cpu_per_s"] if s["ok"] else None for s in sorted(
+            (s for s in supervisor_samples if s["n"] == n), key=lambda s: s["round"])]
+        out.append(row(section, f"supervisor CPU s per s, {n} idle workers", "kwnb", values, "s/s"))
+    labels = {"read": "FileFollower.read_new", "screen": "TerminalScreen.feed", "metrics": "MetricsParser.feed"}
+    for part, label in labels.items():
+        out.append(row(section, f"CPU s per 100k plain lines: {label}", "kwnb",
+                       [s[part] for s in parse["samples"]], "s"))
+    return out, []
 
 
 KERNEL_HOOK = r"""
@@ -248,58 +175,63 @@ def kernel_findings(data: dict) -> list[str]:
             f"Thread CPU per function (nested: the supervisor contains Worker._poll, which contains the next ones): {parts}."]
 
 
-PATCH_ALL = "import benchmarks.patches as _p; _p.apply_all(); print('patched')"
-UNPATCH_ALL = "import benchmarks.patches as _p; _p.undo_all(); print('unpatched')"
+EXPERIMENT = "dashboard curves every 5 s (experiment)"
+APPLY_EXPERIMENT = "import benchmarks.patches as _p; _p.apply_curves_interval(5.0); print('applied')"
+UNDO_EXPERIMENT = "import benchmarks.patches as _p; _p.undo_curves_interval(); print('undone')"
 
 
 def kernel_ab(cfg, kernel, workdir: Path, errors: list[str]) -> list[dict]:
-    """The training job from the kernel with the dashboard, kwnb as is against kwnb with every change
-    of benchmarks/patches.py applied in the kernel, alternating: what the proposals would save."""
+    """The training job from the kernel with the dashboard, kwnb as is against the dashboard's curves
+    redrawn every 5 s (benchmarks/patches.py, applied in the kernel), alternating."""
     from .bringup import train_args
     from .common import TRAIN, WRITER, read_markers, steps_per_second
     from .kernel import run_job
 
+    # The smoke run uses the writer (no TensorFlow start) only to keep this code path working: it
+    # prints no Keras progress, so there are no curves and both variants run the same code.
     script, n, args = (WRITER, 1, ["bulk", "10000"]) if cfg.smoke else (TRAIN, cfg.n, train_args(cfg))
     samples = []
     for r in range(cfg.rounds):
-        for variant in (("as is", "patched") if r % 2 == 0 else ("patched", "as is")):
-            log(f"kernel A/B round {r + 1}/{cfg.rounds}: kwnb {variant}")
+        for variant in (("as is", "curves 5 s") if r % 2 == 0 else ("curves 5 s", "as is")):
+            log(f"kernel experiment round {r + 1}/{cfg.rounds}: kwnb {variant}")
             result = {"round": r, "variant": variant}
             try:
-                if variant == "patched":
-                    kernel.execute(PATCH_ALL)
+                if variant != "as is":
+                    kernel.execute(APPLY_EXPERIMENT)
                 try:
                     result.update(run_job(kernel, "kwnb", script, n, args, "ab", workdir / "ab", probe=False))
                 finally:
-                    if variant == "patched":
-                        kernel.execute(UNPATCH_ALL)
+                    if variant != "as is":
+                        kernel.execute(UNDO_EXPERIMENT)
                 result["steps_per_s"] = steps_per_second(read_markers(result["logs"][0]), cfg.mark_a, cfg.mark_b)
             except Exception as error:  # noqa: BLE001
                 result.update(ok=False, error=f"{type(error).__name__}: {error}")
-                errors.append(f"kernel A/B round {r + 1} {variant}: {result['error']}")
+                errors.append(f"kernel experiment round {r + 1} {variant}: {result['error']}")
             samples.append(result)
     return samples
 
 
 def kernel_ab_rows(samples: list[dict], cfg) -> tuple[list[dict], list[str]]:
-    section = "5. proposed changes, real kernel + dashboard"
+    section = "5. experiment, real kernel + dashboard"
     job = "writer.py bulk 10000, 1 worker" if cfg.smoke else f"train.py, {cfg.n} workers, {cfg.steps} steps"
-    out, findings = [], []
+    note = "smoke run: writer.py prints no Keras progress, so no curves are drawn and both sides run the same code" \
+        if cfg.smoke else ""
+    out = []
 
     def pick(variant, key):
         return [s.get(key) if s.get("ok") else None
                 for s in sorted((s for s in samples if s["variant"] == variant), key=lambda s: s["round"])]
 
-    before, after = pick("as is", "kernel_cpu_s"), pick("patched", "kernel_cpu_s")
-    out.append(row(section, f"kernel CPU s over one run ({job})", "kwnb as is", before, "s"))
-    out.append(row(section, f"kernel CPU s over one run ({job})", "kwnb + all of patches.py", after, "s"))
-    out.append(row(section, f"kernel CPU s over one run ({job})", "patched / as is", paired_ratios(after, before), "ratio"))
+    before, after = pick("as is", "kernel_cpu_s"), pick("curves 5 s", "kernel_cpu_s")
+    metric = f"kernel CPU s over one run ({job})"
+    out.append(row(section, metric, "kwnb as is", before, "s"))
+    out.append(row(section, metric, f"kwnb, {EXPERIMENT}", after, "s"))
+    out.append(row(section, metric, f"{EXPERIMENT} / as is", paired_ratios(after, before), "ratio", note=note))
     if not cfg.smoke:
-        out.append(row(section, "chief steps per second", "patched / as is",
-                       paired_ratios(pick("patched", "steps_per_s"), pick("as is", "steps_per_s")), "ratio"))
-    for variant in ("as is", "patched"):
-        flags = [s["port_open_at_set"] for s in samples if s["variant"] == variant and s.get("ok") and s.get("port_open_at_set")]
-        if flags:
-            out.append(row(section, "share of workers whose Worker.port_open_at was set", f"kwnb {variant}",
-                           [sum(f) / len(f) for f in flags], "x"))
-    return out, findings
+        out.append(row(section, "chief steps per second", f"{EXPERIMENT} / as is",
+                       paired_ratios(pick("curves 5 s", "steps_per_s"), pick("as is", "steps_per_s")), "ratio"))
+    flags = [s["port_open_at_set"] for s in samples if s.get("ok") and s.get("port_open_at_set")]
+    if flags:
+        out.append(row(section, "share of workers whose Worker.port_open_at was set", "kwnb (both variants)",
+                       [sum(f) / len(f) for f in flags], "x"))
+    return out, []

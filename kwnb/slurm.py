@@ -159,7 +159,10 @@ class SlurmJob:
         if now - self._asked_at < QUEUE_SECONDS or self.finished_at is not None:
             return
         self._asked_at = now
-        os.utime(self.heartbeat)  # tasks end themselves if this stops moving (the kernel died)
+        try:
+            os.utime(self.heartbeat)  # tasks end themselves if this stops moving (the kernel died)
+        except OSError:
+            pass  # the run folder was removed: the tasks will end, which is what its owner wants
         try:
             result = subprocess.run(["squeue", "-h", "-t", "all", "-j", self.id, "-o", "%T|%r|%N"],
                                     capture_output=True, text=True, timeout=15)

@@ -39,7 +39,9 @@ import kwnb.registry  # noqa: F401 - imported up front, as `%load_ext kwnb` does
 from .common import (TRAIN, WORKER_ENV, PortProbe, log, paired_ratios, parse_markers, read_markers, row,
                      since, steps_per_second, check, wait_pids_gone)
 
-METHODS = ("kwnb", "bare session", "kwnb.launch", "bare", "tutorial", "ipyparallel", "import_tf")
+METHODS = ("kwnb", "bare session", "kwnb.launch", "bare", "tutorial", "ipyparallel", "import_tf", "bare again")
+# "bare again" is bare session run a second time in each round: the A/A pair that shows how far a
+# ratio strays from 1 by noise alone on this machine, to read the kwnb / bare ratios against.
 RUN_TIMEOUT = 300.0
 
 
@@ -234,7 +236,8 @@ def _wait_all(procs: list[subprocess.Popen]) -> list:
 
 
 RUNNERS = {"kwnb": run_kwnb_kernel, "kwnb.launch": run_kwnb, "bare": run_bare, "bare session": run_bare_session,
-           "tutorial": run_tutorial, "ipyparallel": run_ipyparallel, "import_tf": run_import_tf}
+           "tutorial": run_tutorial, "ipyparallel": run_ipyparallel, "import_tf": run_import_tf,
+           "bare again": run_bare_session}
 
 
 def available_methods(kernel) -> tuple[list[str], dict[str, str]]:
@@ -290,7 +293,8 @@ def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
     section = f"1. bring-up, {cfg.n} workers"
     labels = {"kwnb": "kwnb in a kernel + dashboard", "kwnb.launch": "kwnb.launch (no dashboard)",
               "bare": "bare Popen", "bare session": "bare Popen (own session)", "tutorial": f"tutorial (sleep {cfg.tutorial_sleep:g} s)",
-              "ipyparallel": f"ipyparallel Cluster(n={cfg.n})", "import_tf": f"python -c 'import tensorflow' x{cfg.n}"}
+              "ipyparallel": f"ipyparallel Cluster(n={cfg.n})", "import_tf": f"python -c 'import tensorflow' x{cfg.n}",
+              "bare again": "bare Popen (own session), run again (A/A)"}
     mine = [m for m in ("kwnb", "kwnb.launch") if m in samples]
     others = [m for m in ("bare session", "bare", "tutorial", "ipyparallel") if m in samples]
     targets = {"bare": "<= 1.05", "bare session": "<= 1.05", "tutorial": "< 1 (ahead)", "ipyparallel": "< 1 (ahead)"}
@@ -336,6 +340,15 @@ def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
                 summary["target_met"] = check(summary["median"], ">=", 0.98)
             out.append(summary)
 
+    if "bare again" in samples and "bare session" in samples:  # the noise floor of every ratio above
+        for section_name, key, metric in ((f"1. bring-up, {cfg.n} workers", "ports_s", "every worker's port accepts"),
+                                          (f"1. bring-up, {cfg.n} workers", "first_step_s", "chief's first step done"),
+                                          (section, "steps_per_s", "chief steps per second")):
+            out.append(row(section_name, metric, f"{labels['bare again']} / {labels['bare session']}",
+                           paired_ratios(_values(samples, "bare again", key), _values(samples, "bare session", key)),
+                           "ratio", note="A/A: the same launch twice per round; its spread is what noise alone "
+                                         "does to the kwnb / bare ratios"))
+
     launched = [s for s in samples.get("kwnb.launch", []) if s.get("ok")]
     if launched:
         unset = sum(not all(s["kwnb_port_open_at_set"]) for s in launched)
@@ -348,6 +361,7 @@ def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
     findings += _bootstrap_finding(samples)
     for name, reason in data.get("skipped", {}).items():
         findings.append(f"{name} skipped: {reason}")
+    out.sort(key=lambda line: line["section"])  # stable: the A/A rows join the end of their own section
     return out, findings
 
 

@@ -35,9 +35,9 @@ class Config:
     smoke: bool = False
     rounds: int = 5
     n: int = 2  # workers of the bring-up job
-    steps: int = 170  # training steps of the bring-up job
+    steps: int = 1000  # training steps of the bring-up job
     mark_a: int = 10  # throughput is measured between these two steps (startup excluded)
-    mark_b: int = 160
+    mark_b: int = 960  # ~11 s at ~85 steps/s: a 150-step window (1.8 s) left a ±10 % spread between runs
     tutorial_sleep: float = 10.0  # the tutorials' time.sleep(10) between worker 0 and worker 1
     pause: float = 0.5  # between two methods, so one's exit does not overlap the next one's start
     log_sizes: list = field(default_factory=lambda: [10_000, 100_000, 1_000_000])

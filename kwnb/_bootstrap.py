@@ -16,7 +16,7 @@ def _watch_parent(parent_pid: int) -> None:
     while True:
         time.sleep(0.5)
         if os.getppid() != parent_pid:
-            # Only a group of our own is ours to end (the launcher starts each worker in a new session).
+            # Only a group of our own is ours to end (the local launcher makes each worker a process group leader).
             if os.getpgid(0) == os.getpid():
                 os.killpg(os.getpid(), signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)

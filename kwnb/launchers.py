@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -153,9 +154,16 @@ class LocalLauncher(Launcher):
                 stderr=subprocess.STDOUT,
                 env=launch.env,
                 cwd=launch.cwd,
-                start_new_session=True,  # own process group: stop() reaches the worker's children
+                **OWN_PROCESS_GROUP,
             )
         return LocalProcess(popen)
+
+
+# Each worker leads a process group of its own, so stop() reaches its children and a Ctrl-C meant for
+# the terminal does not. Not a session of its own: Linux shares CPU between sessions first
+# (autogroups), and workers in their own sessions trained 5 % slower than workers sharing the
+# launcher's session in a paired benchmark (benchmarks/README.md).
+OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 
 BACKENDS = ("local", "slurm")

@@ -6,7 +6,7 @@ the floor of importing TensorFlow.
   kwnb.launch  kwnb.launch(train.py, n=2) from this process, no dashboard (the Python API alone;
                its supervisor thread runs in this process)
   bare         subprocess.Popen per worker with hand-made TF_CONFIGs, as a user would write it
-  bare session the same with start_new_session=True, as kwnb starts its workers: the floor for a
+  bare session the same with start_new_session=True, as kwnb started its workers until 17f1648: the floor for a
                launcher. On Linux the scheduler shares the CPU between sessions first (autogroups),
                so on a busy machine workers in sessions of their own get more of it than workers
                sharing their parent's session: this variant separates that from launch overhead.

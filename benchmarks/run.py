@@ -121,24 +121,15 @@ def main(argv: list[str] | None = None) -> int:
                 kernel = Kernel(kernel_dir)
                 kernel.execute(SETUP)
             try:
-                if "bringup" in cfg.sections:
-                    data = bringup.measure(cfg, workdir / "bringup", errors, kernel)
-                    raw["bringup"] = data
-                    section_rows, section_findings = bringup.rows(data, cfg)
-                    rows += section_rows
-                    findings += section_findings
-                if "logpath" in cfg.sections:
-                    data = logpath.measure(cfg, kernel, kernel_dir, errors)
-                    raw["logpath"] = data
-                    section_rows, section_findings = logpath.rows(data, cfg)
-                    rows += section_rows
-                    findings += section_findings
-                if "scaling" in cfg.sections:
-                    data = scaling.measure(cfg, kernel, kernel_dir, errors)
-                    raw["scaling"] = data
-                    section_rows, section_findings = scaling.rows(data, cfg)
-                    rows += section_rows
-                    findings += section_findings
+                measures = {"bringup": lambda: bringup.measure(cfg, workdir / "bringup", errors, kernel),
+                            "logpath": lambda: logpath.measure(cfg, kernel, kernel_dir, errors),
+                            "scaling": lambda: scaling.measure(cfg, kernel, kernel_dir, errors)}
+                for name, module in (("bringup", bringup), ("logpath", logpath), ("scaling", scaling)):
+                    if name in cfg.sections:
+                        raw[name] = measures[name]()
+                        section_rows, section_findings = module.rows(raw[name], cfg)
+                        rows += section_rows
+                        findings += section_findings
                 if "profile" in cfg.sections:
                     raw["kernel_ab"] = profile.kernel_ab(cfg, kernel, kernel_dir, errors)
                     kernel_ab_rows, _ = profile.kernel_ab_rows(raw["kernel_ab"], cfg)

@@ -49,13 +49,16 @@ def _expand_item(item: str) -> list[str]:
     if not match:
         return [item]
     head, tail = item[: match.start()], item[match.end():]
-    names = []
-    for part in match.group(1).split(","):
+    return [head + number + rest for number in expand_ranges(match.group(1)) for rest in _expand_item(tail)]
+
+
+def expand_ranges(text: str) -> list[str]:
+    """'01-03,7' -> ['01', '02', '03', '7']: Slurm's numeric ranges (host names, task ranks), padding kept."""
+    numbers = []
+    for part in text.split(","):
         low, _, high = part.partition("-")
-        width = len(low)  # 'node[01-10]' keeps the zero padding
-        for number in range(int(low), int(high or low) + 1):
-            names.extend(head + str(number).zfill(width) + rest for rest in _expand_item(tail))
-    return names
+        numbers.extend(str(number).zfill(len(low)) for number in range(int(low), int(high or low) + 1))
+    return numbers
 
 
 def expand_tasks_per_node(text: str) -> list[int]:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .launchers import BOOTSTRAP, Launcher, LaunchError, TaskLaunch, TaskProcess
-from ._slurm_task import HEARTBEAT_ENV, PORT_BASE_ENV, TASKS_ENV
+from ._slurm_task import HEARTBEAT_ENV, PORT_BASE_ENV, TASKS_ENV, expand_ranges
 
 COMMANDS = ("sbatch", "squeue", "scancel")
 QUEUE_SECONDS = 1.0  # squeue asks the controller: once a second, shared by all tasks of a job
@@ -34,7 +34,7 @@ EXIT_FILE_SECONDS = 3.0  # how long a shared filesystem may take to show a finis
 
 def available() -> tuple[bool, str]:
     """Whether Slurm can take jobs from here, and if not, why (for notebooks that fall back to local)."""
-    missing = [command for command in (*COMMANDS, "sinfo") if not shutil.which(command)]
+    missing = _missing((*COMMANDS, "sinfo"))
     if missing:
         return False, f"{', '.join(missing)} not found: Slurm's client commands are not installed here"
     try:
@@ -63,7 +63,7 @@ class SlurmLauncher(Launcher):
         self.jobs: list[SlurmJob] = []
 
     def check(self) -> None:
-        missing = [command for command in COMMANDS if not shutil.which(command)]
+        missing = _missing(COMMANDS)
         if missing:
             raise LaunchError(f"--backend slurm needs Slurm's {', '.join(missing)} on PATH, and "
                               f"{'it is' if len(missing) == 1 else 'they are'} not here: run kwnb where you "
@@ -269,10 +269,8 @@ def srun_exit_codes(output: Path) -> dict[int, int]:
     codes = {}
     for match in SRUN_TASK_END.finditer(text):
         code = int(match[2]) if match[2] else -signal.SIGKILL if match[3] else -signal.SIGTERM
-        for part in match[1].split(","):
-            low, _, high = part.partition("-")
-            for rank in range(int(low), int(high or low) + 1):
-                codes[rank] = code
+        for rank in expand_ranges(match[1]):
+            codes[int(rank)] = code
     return codes
 
 
@@ -283,6 +281,10 @@ def _job_environment(task_env: dict[str, str]) -> dict[str, str]:
     # Submitting from inside an allocation (a notebook in an interactive job) would pass that
     # job's SLURM_* on to the new one, where sbatch and srun read them as settings.
     return {key: value for key, value in env.items() if not key.startswith("SLURM_") or key == "SLURM_CONF"}
+
+
+def _missing(commands) -> list[str]:
+    return [command for command in commands if not shutil.which(command)]
 
 
 def _slurm_message(stderr: str) -> str:

@@ -137,8 +137,7 @@ for _i in range(_n):
     _env["TF_CONFIG"] = json.dumps({{"cluster": {{"worker": _addresses}}, "task": {{"type": "worker", "index": _i}}}})
     with open(os.path.join(_folder, f"worker-{{_i}}.log"), "ab") as _out:
         _procs.append(subprocess.Popen([sys.executable, "-u", {script!r}, *{args!r}], stdin=subprocess.DEVNULL,
-                                       stdout=_out, stderr=subprocess.STDOUT, env=_env,
-                                       start_new_session={new_session!r}))
+                                       stdout=_out, stderr=subprocess.STDOUT, env=_env))
 print(json.dumps({{"t0": _t0, "addresses": _addresses,
                   "logs": [os.path.join(_folder, f"worker-{{_i}}.log") for _i in range(_n)]}}))
 """
@@ -155,11 +154,8 @@ print(json.dumps({{"codes": _codes, "ended": time.time()}}))
 
 
 def run_job(kernel: Kernel, method: str, script: str, n: int, args: list[str], name: str, folder: Path,
-            timeout: float = 300.0, probe: bool = True, env: dict | None = None, new_session: bool = False) -> dict:
+            timeout: float = 300.0, probe: bool = True, env: dict | None = None) -> dict:
     """One run of `script` on `n` workers started from the kernel by `method` ("kwnb" or "bare").
-
-    `new_session` starts bare workers in sessions of their own, as kwnb does (start_new_session):
-    with the Linux scheduler's autogroups, each session gets its own share of the CPU.
 
     Returns the kernel's CPU seconds and peak memory over launch + wait, the launch time t0 (the
     kernel's clock), the workers' addresses and logs, exit codes and when every port accepted.
@@ -172,7 +168,7 @@ def run_job(kernel: Kernel, method: str, script: str, n: int, args: list[str], n
         wait = KWNB_WAIT.format(timeout=timeout)
     else:
         launch = BARE_LAUNCH.format(script=str(script), n=n, folder=str(folder / f"bare-{time.time_ns()}"),
-                                    args=list(args), env=dict(env or WORKER_ENV), new_session=new_session)
+                                    args=list(args), env=dict(env or WORKER_ENV))
         wait = BARE_WAIT.format(timeout=timeout)
     rss_before = kernel.rss()
     cpu_before = kernel.cpu_seconds()

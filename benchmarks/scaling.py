@@ -1,8 +1,8 @@
 """Section 4: scaling with the number of workers, in a real kernel with the dashboard displayed.
 
 For N in 1, 2, 4, 8 workers of a tiny model (train.py, a few steps), alternating kwnb (launch +
-display) and bare Popen (each worker in a session of its own, as kwnb starts them) from the same kernel: bring-up (every port accepting, chief's first step)
-and the kernel's CPU seconds over the whole run.
+display) and plain bare Popen (kwnb's workers share the kernel's session too) from the same kernel:
+bring-up (every port accepting, chief's first step) and the kernel's CPU seconds over the whole run.
 """
 from __future__ import annotations
 
@@ -23,9 +23,7 @@ def measure(cfg, kernel: Kernel, workdir: Path, errors: list[str]) -> list[dict]
                 log(f"scaling round {r + 1}/{cfg.scaling_rounds}: {n} workers, {method}")
                 result = {"round": r, "n": n, "method": method}
                 try:
-                    # Bare workers get sessions of their own, as kwnb's do, so both get the same CPU share
-                    # from the scheduler's autogroups on a busy machine (section 1 shows plain Popen too).
-                    result.update(run_job(kernel, method, TRAIN, n, args, "scale", workdir / "scaling", new_session=True))
+                    result.update(run_job(kernel, method, TRAIN, n, args, "scale", workdir / "scaling"))
                     chief = read_markers(result["logs"][0])
                     first = chief.get("steps", {}).get(1)
                     result["first_step_s"] = None if first is None else first - result["t0"]
@@ -51,11 +49,11 @@ def rows(samples: list[dict], cfg) -> tuple[list[dict], list[str]]:
         for key, metric in (("ports_s", "every worker's port accepts"), ("first_step_s", "chief's first step done")):
             kwnb, bare = pick("kwnb", n, key), pick("bare", n, key)
             out.append(row(section, f"{metric}, N={n}", "kwnb", kwnb, "s"))
-            out.append(row(section, f"{metric}, N={n}", "bare Popen (own session)", bare, "s"))
-            out.append(row(section, f"{metric}, N={n}", "kwnb / bare Popen (own session)", paired_ratios(kwnb, bare), "ratio"))
+            out.append(row(section, f"{metric}, N={n}", "bare Popen", bare, "s"))
+            out.append(row(section, f"{metric}, N={n}", "kwnb / bare Popen", paired_ratios(kwnb, bare), "ratio"))
         kwnb, bare = pick("kwnb", n, "kernel_cpu_s"), pick("bare", n, "kernel_cpu_s")
         out.append(row(section, f"kernel CPU s over the run, N={n}", "kwnb", kwnb, "s"))
-        out.append(row(section, f"kernel CPU s over the run, N={n}", "bare Popen (own session)", bare, "s"))
+        out.append(row(section, f"kernel CPU s over the run, N={n}", "bare Popen", bare, "s"))
         runs = pick("kwnb", n, "run_s")
         out.append(row(section, f"kernel CPU share while running (CPU s / run s), N={n}", "kwnb",
                        [c / t if c is not None and t else None for c, t in zip(kwnb, runs)], "x"))

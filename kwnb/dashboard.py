@@ -3,7 +3,8 @@ tail), a Stop button, and the chief's curves, redrawn from a background thread.
 
 Only widget values change after the first display, so nothing flickers and updates reach the
 right cell whatever cell runs meanwhile. Throttled: at most REFRESH_HZ redraws a second, the
-curves at most once every CURVES_SECONDS, and only when something moved.
+curves at most once every CURVES_SECONDS (longer where drawing them would take more than
+CURVES_CPU_SHARE of a core, as on a slow Binder machine), and only when something moved.
 """
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import weakref
 
 import ipywidgets as widgets
 
-from .plotting import curves_figure, png_bytes, run_series
+from .plotting import LiveCurves, run_series
 from .summary import format_summary
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
+# The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
+CURVES_CPU_SHARE = 0.05
 LOG_LINES = 300
 # Readable on JupyterLab's light and dark themes alike; the word is always shown too.
 STATUS_COLOURS = {"pending": "#6a4c93", "starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
@@ -31,6 +34,11 @@ def badge(status: str) -> str:
     colour = STATUS_COLOURS.get(status, "#616161")
     return (f'<span style="background:{colour};color:#fff;padding:1px 7px;border-radius:3px;'
             f'font-weight:600;font-size:0.85em;letter-spacing:0.04em">{status.upper()}</span>')
+
+
+def curves_gap(draw_cpu_seconds: float) -> float:
+    """Seconds until the next curves redraw, given what the last one cost."""
+    return max(CURVES_SECONDS, draw_cpu_seconds / CURVES_CPU_SHARE)
 
 
 def worker_label(worker) -> str:
@@ -95,6 +103,8 @@ class Dashboard:
         self._seen_version = -1
         self._curves_key = None
         self._curves_at = 0.0
+        self._curves_gap = CURVES_SECONDS
+        self._live_curves = LiveCurves(title=f"{run.name} (chief)")
         self.refresh(force_curves=True)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{run.name}", daemon=True)
         self._thread.start()
@@ -125,15 +135,17 @@ class Dashboard:
         chief = self.run.chief.metrics
         key = (len(chief.epochs), len(chief.steps), chief.steps[-1]["step"] if chief.steps else None)
         now = time.monotonic()
-        if key == self._curves_key or (not force and now - self._curves_at < CURVES_SECONDS):
+        if key == self._curves_key or (not force and now - self._curves_at < self._curves_gap):
             return
-        figure = curves_figure(run_series(self.run), title=f"{self.run.name} (chief)")
-        if figure is None:
+        cpu = time.thread_time()
+        png = self._live_curves.png(run_series(self.run))
+        if png is None:
             return
-        self.curves.value = png_bytes(figure)
+        self.curves.value = png
         self.curves.layout.display = None
         self.curves_note.value = ""
         self._curves_key, self._curves_at = key, now
+        self._curves_gap = curves_gap(time.thread_time() - cpu)
 
     @staticmethod
     def _set(widget, name: str, value) -> None:

@@ -1,0 +1,70 @@
+"""The curves: the dashboard's live redraws show what a figure drawn from scratch shows, for less."""
+import io
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from kwnb import dashboard
+from kwnb.plotting import LiveCurves, curves_figure, png_bytes
+
+
+def series(steps: int, scale: float = 1.0, epochs: int = 0, val: bool = False) -> dict:
+    rows = [{"step": s, "loss": scale * (0.3 + 0.4 * math.exp(-s / 200)), "accuracy": 0.9 - 0.4 * math.exp(-s / 150)}
+            for s in range(1, steps + 1)]
+    epoch_rows = [{"epoch": e, "loss": scale * 0.5 / (e + 1), "accuracy": 0.5 + e / 20,
+                   **({"val_loss": scale * 0.6 / (e + 1)} if val else {})} for e in range(epochs)]
+    return {"run": {"epochs": epoch_rows, "steps": rows, "steps_per_epoch": 100}}
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def fresh(data: dict) -> np.ndarray:
+    return pixels(png_bytes(curves_figure(data, title="t")))
+
+
+def test_every_redraw_is_the_picture_a_fresh_figure_gives():
+    live = LiveCurves(title="t")
+    # Growing data, tick labels that get longer (a loss in the hundred thousands) and shorter again,
+    # epochs arriving, then a validation metric (a new line: the figure is rebuilt).
+    for data in (series(5), series(60), series(300, epochs=2), series(300, scale=123456.0, epochs=3),
+                 series(400, epochs=4), series(450, epochs=5, val=True), series(500, epochs=5, val=True)):
+        live_pixels = live.png(data)
+        assert live_pixels[:8] == b"\x89PNG\r\n\x1a\n"
+        assert np.array_equal(pixels(live_pixels), fresh(data))
+
+
+def test_the_figure_is_kept_while_the_same_lines_are_drawn_and_rebuilt_for_a_new_one():
+    live = LiveCurves(title="t")
+    live.png(series(10))
+    figure = live._figure
+    live.png(series(200, epochs=0))
+    assert live._figure is figure
+    live.png(series(200, epochs=1))  # the epoch line appears
+    assert live._figure is not figure
+
+
+def test_layout_runs_only_when_tick_labels_change_length(monkeypatch):
+    live = LiveCurves(title="t")
+    live.png(series(100))
+    runs = []
+    execute = live._layout.execute
+    monkeypatch.setattr(live._layout, "execute", lambda figure: runs.append(1) or execute(figure))
+    live.png(series(101))  # a step more: the same tick labels
+    assert runs == []
+    live.png(series(101, scale=1234.0))  # loss tick labels go from five characters ("0.375") to three
+    assert runs == [1]
+
+
+def test_nothing_to_draw_is_no_picture():
+    assert LiveCurves().png({"run": {"epochs": [], "steps": [], "steps_per_epoch": None}}) is None
+
+
+@pytest.mark.parametrize("cost, gap", [(0.0, dashboard.CURVES_SECONDS), (0.05, dashboard.CURVES_SECONDS),
+                                       (0.2, 0.2 / dashboard.CURVES_CPU_SHARE)])
+def test_slow_curves_are_redrawn_less_often(cost, gap):
+    assert dashboard.curves_gap(cost) == pytest.approx(gap)
+    assert dashboard.curves_gap(cost) * dashboard.CURVES_CPU_SHARE >= cost - 1e-12

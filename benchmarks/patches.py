@@ -1,31 +1,48 @@
-"""An open experiment on kwnb, applied as a monkeypatch to measure its effect.
+"""The dashboard's curves as kwnb drew them before LiveCurves, applied as a monkeypatch to measure
+what the change bought.
 
 kwnb itself is not edited here: the patch is applied inside the benchmark's kernel for the runs
-labelled "dashboard curves every 5 s (experiment)" (profile.kernel_ab), and undone right after.
-Earlier experiments that kwnb adopted (the metrics prefilter, the throttled descendant scan,
+labelled "curves: new figure + savefig per redraw (before)" (profile.kernel_ab), and undone right
+after. Earlier experiments that kwnb adopted (the metrics prefilter, the throttled descendant scan,
 reading to the end at exit, probing ports until they open, exec'ing the script instead of runpy)
-are in kwnb itself and no longer here. What is still open:
+are in kwnb itself and no longer here.
 
-- Dashboard._refresh_curves (kwnb/dashboard.py) renders a matplotlib PNG every CURVES_SECONDS
-  (1.5 s) while the chief reports steps: the largest share of the kernel's CPU while it trains.
-  The experiment redraws them every 5 s instead. It changes nothing without a dashboard, nor for
-  a worker that prints no Keras progress (no curves to draw).
+Before: Dashboard._refresh_curves built a new matplotlib figure and called savefig (which draws it
+twice, constrained layout each time) every CURVES_SECONDS (1.5 s) while the chief reported steps:
+the largest share of the kernel's CPU while it trained. Now (kwnb/plotting.py LiveCurves) the figure
+is kept, drawn once, laid out only when tick labels change length, and the redraw interval grows
+if the curves would take more than CURVES_CPU_SHARE of a core. Without a dashboard, or for a worker
+that prints no Keras progress (no curves to draw), both sides run the same code.
 """
 from __future__ import annotations
 
 _saved: dict[str, object] = {}
 
 
-def apply_curves_interval(seconds: float = 5.0) -> None:
+class NewFigureEachRedraw:
+    """LiveCurves' interface, drawn the way kwnb did before it."""
+
+    def __init__(self, title: str = ""):
+        self.title = title
+
+    def png(self, series: dict) -> bytes | None:
+        from kwnb.plotting import curves_figure, png_bytes
+
+        figure = curves_figure(series, title=self.title)
+        return None if figure is None else png_bytes(figure)
+
+
+def apply_curves_before() -> None:
     import kwnb.dashboard as dashboard
 
     if "curves" not in _saved:
-        _saved["curves"] = dashboard.CURVES_SECONDS
-        dashboard.CURVES_SECONDS = seconds
+        _saved["curves"] = (dashboard.LiveCurves, dashboard.CURVES_CPU_SHARE)
+        dashboard.LiveCurves = NewFigureEachRedraw
+        dashboard.CURVES_CPU_SHARE = 1.0  # no cap: a redraw never took a second
 
 
-def undo_curves_interval() -> None:
+def undo_curves_before() -> None:
     import kwnb.dashboard as dashboard
 
     if "curves" in _saved:
-        dashboard.CURVES_SECONDS = _saved.pop("curves")
+        dashboard.LiveCurves, dashboard.CURVES_CPU_SHARE = _saved.pop("curves")

@@ -84,6 +84,10 @@ def test_every_comparison_was_measured(smoke):
             assert aa["unit"] == "ratio" and not aa["target"]
     for mine in ("kwnb in a kernel + dashboard", "kwnb.launch (no dashboard)"):
         assert measured("2.", "chief steps per second", f"{mine} / bare Popen")["target"] == ">= 0.98"
+    measured("2.", "chief steps per second", "bare Popen, run again (A/A) / bare Popen")
+    measured("2.", "kernel CPU s over the run", "kwnb in a kernel + dashboard")
+    # Section 2 has runs of its own (the full job), apart from section 1's short ones.
+    assert not [r for r in rows if r["section"].startswith("2.") and "tutorial" in r["method"]]
     for size in ("1,000", "10,000"):
         assert measured("3.", f"kernel CPU s per 100k lines, {size} lines", "kwnb")["target"] == "<= 0.5"
         measured("3.", f"kernel CPU s per 100k lines, {size} lines", "bare")
@@ -100,9 +104,10 @@ def test_every_comparison_was_measured(smoke):
     measured("5.", "supervisor CPU s per s, 2 idle workers", "kwnb")
     for part in ("FileFollower.read_new", "TerminalScreen.feed", "MetricsParser.feed"):
         measured("5.", f"CPU s per 100k plain lines: {part}", "kwnb")
-    experiment = "dashboard curves every 5 s (experiment)"
-    for method in ("kwnb as is", f"kwnb, {experiment}", f"{experiment} / as is"):
+    before = "curves: new figure + savefig per redraw (before)"
+    for method in ("kwnb as is", f"kwnb, {before}", "as is / before"):
         measured("5.", "kernel CPU s over one run", method)
+    measured("5.", "chief steps per second", "as is / before")
     # Retired: A/B rows whose two sides ran the same code once kwnb adopted the change they measured.
     methods = {r["method"] for r in rows}
     assert not {m for m in methods if "proposed changes" in m or "patched" in m or "prefilter" in m
@@ -114,9 +119,13 @@ def test_every_comparison_was_measured(smoke):
 def test_raw_samples_and_findings_are_kept(smoke):
     _, data, md = smoke
     raw = data["raw"]
-    assert {"bringup", "logpath", "scaling", "profile", "kernel_profile", "kernel_ab"} <= set(raw)
+    assert {"bringup", "throughput", "logpath", "scaling", "profile", "kernel_profile", "kernel_ab"} <= set(raw)
     kwnb_runs = raw["bringup"]["samples"]["kwnb.launch"]
     assert len(kwnb_runs) == 1 and kwnb_runs[0]["ok"] and len(kwnb_runs[0]["port_each_s"]) == 2
-    assert {s["variant"] for s in raw["kernel_ab"]} == {"as is", "curves 5 s"}
+    assert {s["variant"] for s in raw["kernel_ab"]} == {"as is", "before"}
+    assert all(s["ok"] for s in raw["kernel_ab"]), raw["kernel_ab"]
+    assert sorted(raw["throughput"]["samples"]) == sorted(["kwnb", "kwnb.launch", "bare", "bare again"])
+    positions = [s["position"] for samples in raw["bringup"]["samples"].values() for s in samples]
+    assert sorted(positions) == list(range(len(positions)))  # one round: every method once, in some order
     assert raw["kernel_profile"]["functions"], raw["kernel_profile"]
     assert isinstance(data["findings"], list) and "Findings:" in md

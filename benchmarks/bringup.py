@@ -320,8 +320,20 @@ def aa_row(section: str, metric: str, samples: dict, key: str, labels: dict) -> 
                              "does to the kwnb / bare ratios")
 
 
-def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
-    samples = data["samples"]
+def pooled(samples: dict, more: dict | None) -> dict:
+    """Section 1's samples, followed by section 2's for the methods both ran.
+
+    Section 2's runs start the same job the same way (only its step count differs, which nothing
+    before the first step sees), so they are bring-up samples too: 15 rounds instead of 5 for
+    kwnb / bare, whose runs differ by 10-15 % on a shared machine. Each method's list keeps section
+    1's rounds first, so a ratio against a method only section 1 ran pairs section 1's rounds alone.
+    """
+    more = (more or {}).get("samples", {})
+    return {m: list(runs) + list(more.get(m, [])) if m in more else list(runs) for m, runs in samples.items()}
+
+
+def rows(data: dict, cfg, throughput: dict | None = None) -> tuple[list[dict], list[str]]:
+    samples = pooled(data["samples"], throughput)
     out, findings = [], []
     section = f"1. bring-up, {cfg.n} workers"
     labels = method_labels(cfg)

@@ -278,7 +278,8 @@ def markdown(results: dict) -> str:
         f"{machine['memory_total_gb']} GB memory, Python {machine['python']}, TensorFlow {machine['tensorflow']}, "
         f"tf-keras {machine['tf_keras']}, ipyparallel {machine['ipyparallel'] or 'not installed'}; {machine['platform']}. "
         f"kwnb source {machine['kwnb_source']['sha256']} (newest file change {machine['kwnb_source']['newest_change']}).",
-        f"{config['rounds']} rounds, methods alternated within each round; wall time {results['wall_seconds']:.0f} s. "
+        f"{config['rounds']} rounds ({config.get('throughput_rounds', config['rounds'])} for throughput, whose runs "
+        f"bring-up counts too), methods in a shuffled order each round; wall time {results['wall_seconds']:.0f} s. "
         + (f"Machine load (1-min load average) during the run: median {load['median']:.1f}, "
            f"max {load['max']:.1f} on {machine['cpu_count_logical']} CPUs." if load.get("median") is not None else ""),
     ]
@@ -287,7 +288,7 @@ def markdown(results: dict) -> str:
     lines += [
         "",
         "Medians with the interquartile range (p25–p75) and the extremes; ratios are per-round pairs "
-        "(kwnb and the other method measured back to back), then the median of those pairs.",
+        "(kwnb and the other method measured in the same round), then the median of those pairs.",
         "",
         "| section | metric | method | median | p25–p75 | min–max | n | unit | target | target met |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

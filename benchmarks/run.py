@@ -3,6 +3,7 @@
     python -m benchmarks.run                  # full: 5 rounds (10 for throughput), about 30 minutes on 2 cores
     python -m benchmarks.run --smoke          # one round, small sizes (CI checks it keeps working)
     python -m benchmarks.run --rounds 7 --out /tmp/bench --sections bringup,logpath
+    python -m benchmarks.run --retable benchmarks/results/latest.json   # the table again, measuring nothing
 
 Writes OUT/latest.md and OUT/latest.json (OUT: benchmarks/results, or benchmarks/results/smoke
 for --smoke); workers' logs and run folders go to OUT/raw/ (not kept in git).
@@ -11,6 +12,7 @@ Sections: bringup (1), throughput (2), logpath (3), scaling (4), profile (5). Se
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -67,7 +69,7 @@ def smoke_config() -> Config:
                   parse_lines=20_000)
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool]:
+def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool, Path | None]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="one round, small sizes (what CI runs)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of every comparison (default 5, twice that for throughput; 1 with --smoke)")
@@ -77,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool]:
     parser.add_argument("--tutorial-sleep", type=float, default=None, help="seconds the tutorial method sleeps (default 10)")
     parser.add_argument("--note", default="", help="a sentence printed at the top of the table (e.g. 'machine shared')")
     parser.add_argument("--keep-raw", action="store_true", help="keep workers' logs in OUT/raw (default: delete them)")
+    parser.add_argument("--retable", type=Path, default=None, metavar="LATEST_JSON",
+                        help="measure nothing: redo the table of a finished run from the raw samples in its JSON")
     args = parser.parse_args(argv)
     cfg = smoke_config() if args.smoke else Config()
     if args.rounds is not None:
@@ -93,16 +97,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool]:
     cfg.note = args.note
     cfg.command = "python -m benchmarks.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     out = args.out or (ROOT / "benchmarks" / "results" / ("smoke" if cfg.smoke else ""))
-    return cfg, out.resolve(), args.keep_raw
+    return cfg, out.resolve(), args.keep_raw, args.retable
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg, out, keep_raw = parse_args(argv)
+    cfg, out, keep_raw, retable_json = parse_args(argv)
+    if retable_json is not None:
+        return retable(retable_json)
     started = time.time()
     machine = machine_info()
     errors: list[str] = []
-    rows: list[dict] = []
-    findings: list[str] = []
     raw: dict = {}
     out.mkdir(parents=True, exist_ok=True)
     if keep_raw:
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("TF_CONFIG", None)
     try:
         with LoadSampler() as load:
-            kernel, kernel_ab_rows = None, []
+            kernel = None
             if set(SECTIONS) & set(cfg.sections):
                 from benchmarks.kernel import SETUP, Kernel
 
@@ -130,31 +134,23 @@ def main(argv: list[str] | None = None) -> int:
                             "throughput": lambda: throughput.measure(cfg, workdir / "throughput", errors, kernel),
                             "logpath": lambda: logpath.measure(cfg, kernel, kernel_dir, errors),
                             "scaling": lambda: scaling.measure(cfg, kernel, kernel_dir, errors)}
-                for name, module in (("bringup", bringup), ("throughput", throughput), ("logpath", logpath),
-                                     ("scaling", scaling)):
+                for name in ("bringup", "throughput", "logpath", "scaling"):
                     if name in cfg.sections:
                         raw[name] = measures[name]()
-                        section_rows, section_findings = module.rows(raw[name], cfg)
-                        rows += section_rows
-                        findings += section_findings
                 if "profile" in cfg.sections:
                     raw["kernel_ab"] = profile.kernel_ab(cfg, kernel, kernel_dir, errors)
-                    kernel_ab_rows, _ = profile.kernel_ab_rows(raw["kernel_ab"], cfg)
                     raw["kernel_profile"] = profile.kernel_components(cfg, kernel, kernel_dir, errors)
-                    findings += profile.kernel_findings(raw["kernel_profile"])
             finally:
                 if kernel is not None:
                     kernel.close()
             if "profile" in cfg.sections:
-                data = {"supervisor": profile.supervisor(cfg, workdir / "profile", errors),
-                        "parsing": profile.parsing(cfg, errors)}
-                raw["profile"] = data
-                section_rows, section_findings = profile.rows(data["supervisor"], data["parsing"], cfg)
-                rows += section_rows + kernel_ab_rows
-                findings += section_findings
+                raw["profile"] = {"supervisor": profile.supervisor(cfg, workdir / "profile", errors),
+                                  "parsing": profile.parsing(cfg, errors)}
     finally:
         if not keep_raw:
             shutil.rmtree(workdir, ignore_errors=True)
+    raw = _strip(raw)
+    rows, findings = tabulate(raw, cfg)
     results = {
         "schema": 1,
         "machine": machine,
@@ -165,11 +161,43 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "findings": findings,
         "errors": errors,
-        "raw": _strip(raw),
+        "raw": raw,
     }
     json_path, md_path = write_results(results, out)
     log(f"wrote {md_path} and {json_path} in {results['wall_seconds']:.0f} s")
     print(md_path.read_text())
+    return 0
+
+
+def tabulate(raw: dict, cfg) -> tuple[list[dict], list[str]]:
+    """The table's rows and the findings, from the raw samples alone (so --retable can redo them)."""
+    rows: list[dict] = []
+    findings: list[str] = []
+    for name, module in (("bringup", bringup), ("throughput", throughput), ("logpath", logpath),
+                         ("scaling", scaling)):
+        if name in raw:
+            extra = (raw.get("throughput"),) if name == "bringup" else ()
+            section_rows, section_findings = module.rows(raw[name], cfg, *extra)
+            rows += section_rows
+            findings += section_findings
+    if "kernel_profile" in raw:
+        findings += profile.kernel_findings(raw["kernel_profile"])
+    if "profile" in raw:
+        section_rows, section_findings = profile.rows(raw["profile"]["supervisor"], raw["profile"]["parsing"], cfg)
+        rows += section_rows
+        findings += section_findings
+    if "kernel_ab" in raw:
+        rows += profile.kernel_ab_rows(raw["kernel_ab"], cfg)[0]
+    return rows, findings
+
+
+def retable(path: Path) -> int:
+    """Rewrite latest.md and the rows of latest.json from the raw samples a run kept, measuring nothing."""
+    results = json.loads(path.read_text())
+    cfg = Config(**results["config"])
+    results["rows"], results["findings"] = tabulate(results["raw"], cfg)
+    json_path, md_path = write_results(results, path.parent)
+    log(f"rewrote {md_path} and {json_path} from the raw samples of {results['machine']['date']}")
     return 0
 
 

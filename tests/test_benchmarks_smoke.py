@@ -129,3 +129,26 @@ def test_raw_samples_and_findings_are_kept(smoke):
     assert sorted(positions) == list(range(len(positions)))  # one round: every method once, in some order
     assert raw["kernel_profile"]["functions"], raw["kernel_profile"]
     assert isinstance(data["findings"], list) and "Findings:" in md
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_retable_rebuilds_the_same_table_from_the_raw_samples(smoke, tmp_path):
+    out, data, md = smoke
+    copy = tmp_path / "latest.json"
+    copy.write_text((out / "latest.json").read_text())
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--retable", str(copy)], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    again = json.loads(copy.read_text())
+    assert again["rows"] == data["rows"] and again["findings"] == data["findings"]
+    assert (tmp_path / "latest.md").read_text() == md
+
+
+def test_bring_up_pools_section_two_runs_after_section_one_rounds():
+    from benchmarks.bringup import pooled
+
+    section1 = {"kwnb": [1, 2], "bare": [3, 4], "tutorial": [5, 6]}
+    section2 = {"samples": {"kwnb": [7], "bare": [8]}}
+    assert pooled(section1, section2) == {"kwnb": [1, 2, 7], "bare": [3, 4, 8], "tutorial": [5, 6]}
+    assert pooled(section1, None) == section1

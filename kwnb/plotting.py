@@ -57,12 +57,13 @@ def _lines(label: str, rows: dict, name: str) -> list[tuple]:
 
 
 def _figure(panels: dict[str, list[tuple]], title: str) -> tuple[Figure, dict]:
+    """The figure, and its lines by (panel, line label) for LiveCurves to move."""
     figure = Figure(figsize=(4.2 * len(panels), 3.2), dpi=90, layout="constrained")
     FigureCanvasAgg(figure)
     artists = {}
     for axis, (name, lines) in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels.items()):
         for label, xs, ys, style, kwargs in lines:
-            artists[name, label] = (axis, axis.plot(xs, ys, style, label=label, **kwargs)[0])
+            artists[name, label] = axis.plot(xs, ys, style, label=label, **kwargs)[0]
         axis.set_title(name)
         axis.set_xlabel("epoch")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -111,7 +112,7 @@ class LiveCurves:
         else:
             for name, lines in panels.items():
                 for label, xs, ys, _style, _kwargs in lines:
-                    self._artists[name, label][1].set_data(xs, ys)
+                    self._artists[name, label].set_data(xs, ys)
             for axis in self._figure.axes:
                 axis.relim()
                 axis.autoscale_view()

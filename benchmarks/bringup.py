@@ -26,6 +26,7 @@ Throughput is the chief's steps per second between its `step A` and `step B` mar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -255,8 +256,9 @@ def available_methods(kernel, wanted=METHODS) -> tuple[list[str], dict[str, str]
     return [m for m in wanted if m not in skipped], skipped
 
 
-def warm_up(cfg) -> None:
-    """One untimed `import tensorflow`, so the first timed method does not pay for a cold file cache."""
+@functools.cache
+def warm_up() -> None:
+    """One untimed `import tensorflow` per process, so the first timed method does not pay for a cold file cache."""
     subprocess.run([sys.executable, "-c", "import tensorflow"], env=_env(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=RUN_TIMEOUT)
 
@@ -279,7 +281,7 @@ def measure_methods(cfg, workdir: Path, errors: list[str], kernel, wanted, round
     samples: dict[str, list] = {m: [] for m in methods}
     shuffle = random.Random(f"{cfg.seed}-{what}").shuffle
     if not cfg.smoke:
-        warm_up(cfg)
+        warm_up()
     for r in range(rounds):
         order = list(methods)
         shuffle(order)

@@ -216,7 +216,7 @@ def kernel_ab(cfg, kernel, workdir: Path, errors: list[str]) -> list[dict]:
     return samples
 
 
-def kernel_ab_rows(samples: list[dict], cfg) -> tuple[list[dict], list[str]]:
+def kernel_ab_rows(samples: list[dict], cfg) -> list[dict]:
     section = "5. experiment, real kernel + dashboard"
     job = f"train.py, {cfg.n} workers, {cfg.steps} steps"
     out = []
@@ -236,4 +236,4 @@ def kernel_ab_rows(samples: list[dict], cfg) -> tuple[list[dict], list[str]]:
     if flags:
         out.append(row(section, "share of workers whose Worker.port_open_at was set", "kwnb (both variants)",
                        [sum(f) / len(f) for f in flags], "x"))
-    return out, []
+    return out

@@ -187,7 +187,7 @@ def tabulate(raw: dict, cfg) -> tuple[list[dict], list[str]]:
         rows += section_rows
         findings += section_findings
     if "kernel_ab" in raw:
-        rows += profile.kernel_ab_rows(raw["kernel_ab"], cfg)[0]
+        rows += profile.kernel_ab_rows(raw["kernel_ab"], cfg)
     return rows, findings
 
 

@@ -100,7 +100,6 @@ class Dashboard:
                                                  layout=widgets.Layout(justify_content="space-between")),
                                     self.tabs, self.curves_note, self.curves, tab_width])
         self.widget.add_class("kwnb-dashboard")
-        self._seen_version = -1
         self._curves_key = None
         self._curves_at = 0.0
         self._curves_gap = CURVES_SECONDS

@@ -4,8 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.kwnb-installed
 
-.PHONY: setup demo test test-fast bench clean
+# Debian packages that let tests run instead of skipping (see system-deps).
+BROWSER_PKGS := chromium
+SLURM_PKGS := slurm-wlm munge
 
+.PHONY: setup system-deps demo test test-fast bench clean
+
+# The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes.
 $(SETUP_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -14,14 +19,41 @@ $(SETUP_STAMP): pyproject.toml
 
 setup: $(SETUP_STAMP)
 
+# $(call apt_install,PACKAGES,APT-GET OPTIONS,TESTS THAT NEED THEM): installs those of PACKAGES dpkg does
+# not list as installed, as root or through passwordless sudo, trying first without `apt-get update` (the
+# lists may be there already). Where it cannot, one line says which tests skip and why; make goes on.
+define apt_install
+missing=; for p in $(1); do \
+	dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+apt="env DEBIAN_FRONTEND=noninteractive apt-get"; [ "$$(id -u)" = 0 ] || apt="sudo -n $$apt"; \
+if [ -z "$$missing" ]; then :; \
+elif ! command -v apt-get >/dev/null; then echo "system-deps: no apt-get to install$$missing, so $(3) skip"; \
+elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then \
+	echo "system-deps: not root and no passwordless sudo to install$$missing, so $(3) skip"; \
+else echo "system-deps: installing$$missing (for $(3))"; \
+	$$apt install -y -qq $(2)$$missing >/dev/null 2>&1 \
+	|| { $$apt update -qq && $$apt install -y -qq $(2)$$missing >/dev/null; } \
+	|| echo "system-deps: could not install$$missing, so $(3) skip"; \
+fi
+endef
+
+# What some tests need from Debian: the browser tests drive its chromium; the Slurm tests start a private
+# one-node Slurm from slurm-wlm and munge (tests/slurm_support.py), which needs no recommended package.
+# Costs three dpkg-query calls when everything is there.
+system-deps:
+	@$(call apt_install,$(BROWSER_PKGS),,the browser tests)
+	@$(call apt_install,$(SLURM_PKGS),--no-install-recommends,the Slurm tests)
+
 # The multi-worker Keras example, headless: prefixed worker logs, the summary, curves.png in the run folder.
 demo: setup
 	KWNB_OFFLINE=$${KWNB_OFFLINE:-1} $(PY) -m kwnb run examples/mnist_keras.py -n 2
 
-# Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval).
-test: setup
+# Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
+# with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
+test: system-deps setup
 	$(PY) -m pytest -ra tests notebooks --nbval-lax
 
+# The tests not marked slow, without system-deps (a quick loop should not wait for apt).
 test-fast: setup
 	$(PY) -m pytest -ra tests -m "not slow"
 
@@ -29,5 +61,6 @@ test-fast: setup
 bench: setup
 	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
+# Back to a fresh clone (the venv, run folders, build output); installed Debian packages stay.
 clean:
 	rm -rf $(VENV) .kwnb build *.egg-info

@@ -20,6 +20,9 @@ from typing import NamedTuple
 
 import pytest
 
+# The build took 3 s on a quiet 2-core machine, 8 to 12 s on a busy one (pip sets up an isolated environment).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 # Backend warnings as pip forwards them (SetuptoolsDeprecationWarning, BuildBackendWarning, ...),
 # distutils-style "warning: ..." lines, deprecation prose, and pip's own DEPRECATION notices.

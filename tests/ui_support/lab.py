@@ -1,4 +1,4 @@
-"""A throw-away JupyterLab server for browser tests: loopback only, a token, its own settings.
+"""A throw-away JupyterLab or Notebook 7 server for browser tests: loopback only, a token, its own settings.
 
 Nothing of the user's ~/.jupyter or ~/.local/share/jupyter/lab settings is read, nothing is
 fetched from outside (no news, no update check, no extension listing), and the server, its
@@ -61,14 +61,30 @@ class Lab:
         write_settings(self.settings_dir, theme)
 
 
-@contextlib.contextmanager
+# The app a server runs (python -m MODULE), its configurable class, and what to call it in errors.
+APPS = {"jupyterlab": ("LabApp", "jupyter lab"), "notebook": ("JupyterNotebookApp", "jupyter notebook")}
+
+
 def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
     """Start `jupyter lab` serving `root`; yield a Lab once its REST API answers."""
+    return jupyter_server("jupyterlab", root, home, theme, timeout)
+
+
+def notebook7(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
+    """Start `jupyter notebook` (Notebook 7, built from JupyterLab's parts: the same settings files)."""
+    return jupyter_server("notebook", root, home, theme, timeout)
+
+
+@contextlib.contextmanager
+def jupyter_server(app: str, root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
+    """Start `python -m app` serving `root`; yield a Lab once its REST API answers."""
+    app_class, called = APPS[app]
     port, token = free_port(), secrets.token_hex(16)
     for sub in ("settings", "workspaces", "config", "runtime"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     write_settings(home / "settings", theme)
-    # news_url must be None (not ""), which only a config file can say.
+    # news_url must be None (not ""), which only a config file can say. Notebook 7 loads JupyterLab's
+    # server extension as well, so this holds for both.
     (home / "config" / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {
         "news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
         "extension_manager": "readonly"}}))
@@ -79,16 +95,17 @@ def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
     command = [
-        sys.executable, "-m", "jupyterlab",
+        sys.executable, "-m", app,
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False",
         f"--ServerApp.root_dir={root}", "--ServerApp.terminals_enabled=False",
-        f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
+        f"--{app_class}.user_settings_dir={home / 'settings'}", f"--{app_class}.workspaces_dir={home / 'workspaces'}",
         "--LanguageServerManager.autodetect=False",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
-    log = open(home / "jupyterlab.log", "wb")
+    log_path = home / f"{app}.log"
+    log = open(log_path, "wb")
     process = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
     lab = Lab(root, home, port, token, process)
@@ -96,7 +113,7 @@ def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {process.returncode}: {tail(home / 'jupyterlab.log')}")
+                raise RuntimeError(f"{called} exited with {process.returncode}: {tail(log_path)}")
             try:
                 with urllib.request.urlopen(lab.url("api/status"), timeout=2) as response:
                     if response.status == 200:
@@ -104,7 +121,7 @@ def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"jupyter lab did not answer in {timeout:.0f} s: {tail(home / 'jupyterlab.log')}")
+                raise TimeoutError(f"{called} did not answer in {timeout:.0f} s: {tail(log_path)}")
             time.sleep(0.25)
         yield lab
     finally:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import portpicker
 
-import kwnb.registry  # noqa: F401 - imported up front, as `%load_ext kwnb` does in a notebook
+import kwnb.api  # noqa: F401 - imported up front, as `%load_ext kwnb` does in a notebook
 
 from .common import (TRAIN, WORKER_ENV, PortProbe, log, paired_ratios, parse_markers, read_markers, row,
                      since, steps_per_second, check, wait_pids_gone)
@@ -383,7 +383,7 @@ def rows(data: dict, cfg, throughput: dict | None = None) -> tuple[list[dict], l
         if unset:
             findings.append(
                 f"Worker.port_open_at stayed None for at least one worker in {unset} of {len(launched)} kwnb.launch runs "
-                "although the port did open (the probe saw it): Worker._poll (kwnb/run.py) stops probing the port as "
+                "although the port did open (the probe saw it): Task.observe (kwnb/engine/task.py) stops probing the port as "
                 "soon as the worker has printed a line (TensorFlow logs before it starts its server), so port_open_at "
                 "is only set when the port opens before any output.")
     findings += _bootstrap_finding(samples)
@@ -407,4 +407,4 @@ def _bootstrap_finding(samples: dict) -> list[str]:
     return [f"The chief's `import tensorflow` took {kwnb:.2f} s (median) under kwnb.launch against {bare:.2f} s under "
             f"bare Popen, while the launch call to the script's first line took "
             f"{median('kwnb.launch', 'start_s') * 1000:.0f} ms against {median('bare', 'start_s') * 1000:.0f} ms: "
-            "the bring-up gap is in the worker, not in the launcher (see kwnb/_bootstrap.py, which starts the script)."]
+            "the bring-up gap is in the worker, not in the launcher (see kwnb/task/bootstrap.py, which starts the script)."]

@@ -100,7 +100,7 @@ SETUP = """
 %load_ext kwnb
 import json, os, re, subprocess, sys, time
 import portpicker
-import kwnb, kwnb.dashboard
+import kwnb, kwnb.notebook.dashboard
 from IPython.display import display
 _bench = {}
 print("ready")
@@ -120,7 +120,7 @@ KWNB_WAIT = """
 _run.wait({timeout})
 if not _run.done:
     _run.stop("benchmark timeout")
-kwnb.dashboard.settle(_run)
+kwnb.notebook.dashboard.settle(_run)
 print(json.dumps({{"codes": _run.exit_codes, "total_lines": [w.screen.total_lines for w in _run.workers],
                   "port_open_at": [w.port_open_at for w in _run.workers],
                   "started": _run.started_at, "ended": _run.ended_at}}))

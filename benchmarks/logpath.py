@@ -24,7 +24,7 @@ LATENCY_HOOK = r"""
 import re as _re
 _LAT = _re.compile(r"LAT (\d+) (\d+\.\d+)")
 _lat_seen = {}
-_lat_original_refresh = kwnb.dashboard.Dashboard.refresh
+_lat_original_refresh = kwnb.notebook.dashboard.Dashboard.refresh
 def _lat_refresh(self, *args, **kwargs):
     _lat_original_refresh(self, *args, **kwargs)
     if self.run.name != "latency":
@@ -33,12 +33,12 @@ def _lat_refresh(self, *args, **kwargs):
     for _widget in self.logs:
         for _m in _LAT.finditer(_widget.value):
             _lat_seen.setdefault(int(_m[1]), (float(_m[2]), now))
-kwnb.dashboard.Dashboard.refresh = _lat_refresh
+kwnb.notebook.dashboard.Dashboard.refresh = _lat_refresh
 print("hooked")
 """
 
 LATENCY_UNHOOK = """
-kwnb.dashboard.Dashboard.refresh = _lat_original_refresh
+kwnb.notebook.dashboard.Dashboard.refresh = _lat_original_refresh
 print(json.dumps(sorted([k, v[0], v[1]] for k, v in _lat_seen.items())))
 """
 
@@ -176,8 +176,8 @@ def rows(samples: dict, cfg) -> tuple[list[dict], list[str]]:
         worst = max(unread, key=lambda s: s["lines"] - s["counted_lines"])
         findings.append(
             f"In {len(unread)} kwnb runs the dashboard never read the end of the worker's output (worst: "
-            f"{worst['counted_lines']:,} of {worst['lines']:,} lines; the log file itself was complete). Worker._poll "
-            "(kwnb/run.py) reads at most follow.MAX_READ (4 MiB) once more after the process exits, and Run._supervise "
+            f"{worst['counted_lines']:,} of {worst['lines']:,} lines; the log file itself was complete). Task.observe "
+            "(kwnb/engine/task.py) reads at most follow.MAX_READ (4 MiB) once more after the process exits, and Run._supervise "
             "once more after that, so a worker that writes faster than the supervisor parses loses its last lines from "
             "the screen, the dashboard and the curves. kwnb reads to the end after exit since 9ecdd3d; if this "
             "shows again, that fix has regressed. The kernel CPU per 100k lines written is flattered "

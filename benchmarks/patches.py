@@ -33,7 +33,7 @@ class NewFigureEachRedraw:
 
 
 def apply_curves_before() -> None:
-    import kwnb.dashboard as dashboard
+    import kwnb.notebook.dashboard as dashboard
 
     if "curves" not in _saved:
         _saved["curves"] = (dashboard.LiveCurves, dashboard.CURVES_CPU_SHARE)
@@ -42,7 +42,7 @@ def apply_curves_before() -> None:
 
 
 def undo_curves_before() -> None:
-    import kwnb.dashboard as dashboard
+    import kwnb.notebook.dashboard as dashboard
 
     if "curves" in _saved:
         dashboard.LiveCurves, dashboard.CURVES_CPU_SHARE = _saved.pop("curves")

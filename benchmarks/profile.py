@@ -49,9 +49,9 @@ def supervisor(cfg, workdir: Path, errors: list[str]) -> list[dict]:
 
 
 def _parse_costs(text_path: Path, lines: int) -> dict:
-    from kwnb.follow import FileFollower
-    from kwnb.metrics import MetricsParser
-    from kwnb.terminal import TerminalScreen
+    from kwnb.engine.follow import FileFollower
+    from kwnb.engine.metrics import MetricsParser
+    from kwnb.engine.screen import TerminalScreen
 
     follower, screen, parser = FileFollower(text_path), TerminalScreen(300), MetricsParser()
     costs = {"read": 0.0, "screen": 0.0, "metrics": 0.0}
@@ -100,7 +100,9 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
 
 KERNEL_HOOK = r"""
 import functools as _functools
-from kwnb import dashboard as _kd, run as _kr, launchers as _kl, metrics as _km, terminal as _kt, follow as _kf
+from kwnb.notebook import dashboard as _kd
+from kwnb.engine import run as _kr, task as _kt, metrics as _km, screen as _ks, follow as _kf
+from kwnb.backends import local as _kl
 _kprof, _kprof_saved = {}, []
 def _kprof_wrap(owner, name, label):
     original = getattr(owner, name)
@@ -116,8 +118,8 @@ def _kprof_wrap(owner, name, label):
             cell[1] += 1
     setattr(owner, name, timed)
 for _owner, _name, _label in %r:
-    _kprof_wrap({"Dashboard": _kd.Dashboard, "Run": _kr.Run, "Worker": _kr.Worker, "LocalProcess": _kl.LocalProcess,
-                 "MetricsParser": _km.MetricsParser, "TerminalScreen": _kt.TerminalScreen,
+    _kprof_wrap({"Dashboard": _kd.Dashboard, "Run": _kr.Run, "Task": _kt.Task, "LocalProcess": _kl.LocalProcess,
+                 "MetricsParser": _km.MetricsParser, "TerminalScreen": _ks.TerminalScreen,
                  "FileFollower": _kf.FileFollower}[_owner], _name, _label)
 print("hooked")
 """
@@ -128,18 +130,18 @@ for _owner, _name, _original in reversed(_kprof_saved):
 print(json.dumps(_kprof))
 """
 
-# (class, function, label); nested: Run._supervise contains Worker._poll, which contains the rest.
+# (class, function, label); nested: Run._supervise contains Run._refresh, which contains the rest.
 KERNEL_FUNCTIONS = [
-    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/run.py)"),
-    ("Worker", "_poll", "  Worker._poll (kwnb/run.py)"),
-    ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/launchers.py)"),
-    ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/follow.py)"),
-    ("TerminalScreen", "feed", "    TerminalScreen.feed (kwnb/terminal.py)"),
-    ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/metrics.py)"),
-    ("Worker", "_port_accepts", "    Worker._port_accepts (kwnb/run.py)"),
-    ("Run", "_finish", "  Run._finish: save_curves + summary (kwnb/run.py)"),
-    ("Dashboard", "refresh", "Dashboard.refresh (whole dashboard thread, kwnb/dashboard.py)"),
-    ("Dashboard", "_refresh_curves", "  Dashboard._refresh_curves: matplotlib PNG (kwnb/dashboard.py)"),
+    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/engine/run.py)"),
+    ("Run", "_refresh", "  Run._refresh (kwnb/engine/run.py)"),
+    ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
+    ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/engine/follow.py)"),
+    ("TerminalScreen", "feed", "    TerminalScreen.feed (kwnb/engine/screen.py)"),
+    ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/engine/metrics.py)"),
+    ("Task", "observe", "    Task.observe: log reads, poll, port probe (kwnb/engine/task.py)"),
+    ("Run", "_finish", "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/run.py)"),
+    ("Dashboard", "refresh", "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),
+    ("Dashboard", "_refresh_curves", "  Dashboard._refresh_curves: matplotlib PNG (kwnb/notebook/dashboard.py)"),
 ]
 
 

@@ -2,26 +2,38 @@
 
 Inside worker processes only `kwnb.report` is used, so importing kwnb stays light: the engine
 loads on first use, and IPython and ipywidgets only with `%load_ext kwnb`.
+
+    kwnb/task/      runs inside each task: standard library only
+    kwnb/engine/    runs, tasks, run folders, logs, metrics, summaries (no IPython, no ipywidgets)
+    kwnb/backends/  ways of starting tasks, found by name: local, slurm
+    kwnb/export/    a run folder as Kubernetes objects
+    kwnb/notebook/  the magics and the dashboard (the only code that imports IPython or ipywidgets)
+    kwnb/cli.py     the terminal
 """
-from .report import report
+from .errors import KwnbError
+from .task.report import report
 
 __version__ = "0.1.0"
-__all__ = ["launch", "get_run", "runs", "report", "Run", "Worker", "load_ipython_extension"]
+__all__ = ["launch", "get_run", "runs", "report", "Run", "Task", "Worker", "KwnbError", "load_ipython_extension"]
 
 
 def __getattr__(name):
     if name in ("launch", "get_run", "runs"):
-        from . import registry
+        from . import api
 
-        return getattr(registry, name)
-    if name in ("Run", "Worker"):
-        from . import run
+        return getattr(api, name)
+    if name == "Run":
+        from .engine.run import Run
 
-        return getattr(run, name)
+        return Run
+    if name in ("Task", "Worker"):
+        from .engine import task
+
+        return getattr(task, name)
     raise AttributeError(f"module 'kwnb' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython):
-    from .magics import load_ipython_extension as load
+    from .notebook.magics import load_ipython_extension as load
 
     load(ipython)

@@ -6,12 +6,13 @@ import json
 import sys
 import time
 
-from . import cluster as clusters
-from .export import add_export_arguments, export_options, export_run, find_run_dir, write_manifest
-from .follow import FileFollower
-from .launchers import LaunchError
+from .engine.cluster import tf_configs
+from .engine.follow import FileFollower
+from .engine.screen import TerminalScreen
+from .errors import KwnbError
+from .export import add_export_arguments, export_options, export_run, write_manifest
 from .options import add_launch_arguments, launch_options
-from .terminal import TerminalScreen
+from .task.runfolder import find_run_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,16 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_arguments(export)
     export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
     return parser
-
-
-def tf_configs(workers: int, ps: int = 0, index: int | None = None) -> list[dict]:
-    """TF_CONFIG of every task (or of task `index`) of a fresh localhost cluster."""
-    tasks = clusters.plan_tasks(workers, ps=ps)
-    if index is not None and not 0 <= index < len(tasks):
-        raise ValueError(f"--index must be between 0 and {len(tasks) - 1}, not {index}")
-    cluster = clusters.localhost_cluster(tasks)
-    chosen = tasks if index is None else [tasks[index]]
-    return [clusters.tf_config(cluster, task) for task in chosen]
 
 
 def follow(run, out=None) -> None:
@@ -64,7 +55,7 @@ def export_command(args) -> int:
     try:
         exported = export_run(find_run_dir(args.run), **export_options(args))
         path = write_manifest(exported, args.output) if args.output else None
-    except ValueError as error:
+    except KwnbError as error:
         print(f"kwnb: {error}", file=sys.stderr)
         return 2
     for note in exported.notes:  # stderr, so that stdout stays a clean manifest
@@ -86,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             for config in tf_configs(args.workers, args.ps, args.index):
                 print(json.dumps(config))
             return 0
-        from .registry import launch
+        from .api import launch
 
         run = launch(args.script, **launch_options(args))
-    except (ValueError, LaunchError) as error:
+    except KwnbError as error:
         print(f"kwnb: {error}", file=sys.stderr)
         return 2
     try:

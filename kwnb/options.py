@@ -1,14 +1,16 @@
 """Launch options, defined once for both `%%kw_worker` (IPython magic_arguments) and `kwnb run` (argparse).
 
-Kept as plain (args, kwargs) pairs so this module needs neither IPython nor the engine.
+Kept as plain (args, kwargs) pairs so that this module needs no IPython. It reads only light
+engine modules (the failure policies, the task limit) and each backend's own options.
 """
 from __future__ import annotations
 
 import argparse
 
-from .cluster import MAX_TASKS
-from .launchers import BACKENDS, make_launcher
-from .run import ON_FAILURE
+from .backends import BACKENDS, argument_dest, backend_arguments, make_launcher
+from .engine.cluster import MAX_TASKS
+from .engine.policy import ON_FAILURE
+from .errors import OptionError
 
 LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
     (("-n", "--workers"), dict(type=int, default=2, metavar="N",
@@ -25,13 +27,9 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
                                   "keep them running, or restart the cluster")),
     (("--max-restarts",), dict(type=int, default=3, metavar="K", help="restarts allowed with --on-failure restart")),
     (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
-    (("--backend",), dict(choices=BACKENDS, default="local",
+    (("--backend",), dict(choices=tuple(BACKENDS), default="local",
                           help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
-    (("--partition",), dict(default=None, metavar="P", help="Slurm partition (--backend slurm)")),
-    (("--nodes",), dict(type=int, default=None, metavar="K", help="Slurm nodes to spread the tasks over")),
-    (("--time",), dict(default=None, metavar="LIMIT", help="Slurm time limit, e.g. 30 or 1:00:00")),
-    (("--sbatch-arg",), dict(action="append", default=[], metavar="ARG", dest="sbatch_args",
-                             help="extra sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")),
+    *backend_arguments(),
 ]
 
 
@@ -45,7 +43,7 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key or not key.replace("_", "").isalnum() or key[0].isdigit():
-            raise ValueError(f"--env takes KEY=VALUE with a valid variable name, not {pair!r}")
+            raise OptionError(f"--env takes KEY=VALUE with a valid variable name, not {pair!r}")
         env[key] = value
     return env
 
@@ -53,7 +51,9 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 def launch_options(namespace: argparse.Namespace) -> dict:
     """Keyword arguments for `kwnb.launch` from parsed options."""
     if namespace.max_restarts < 0:
-        raise ValueError(f"--max-restarts must be 0 or more, not {namespace.max_restarts}")
+        raise OptionError(f"--max-restarts must be 0 or more, not {namespace.max_restarts}")
+    backend_options = {key: getattr(namespace, key) for key in
+                       (argument_dest(args, kwargs) for args, kwargs in backend_arguments())}
     return dict(
         n=namespace.workers,
         ps=namespace.ps,
@@ -65,6 +65,6 @@ def launch_options(namespace: argparse.Namespace) -> dict:
         on_failure=namespace.on_failure,
         max_restarts=namespace.max_restarts,
         gpus=namespace.gpus,
-        launcher=make_launcher(namespace.backend, partition=namespace.partition, nodes=namespace.nodes,
-                               time=namespace.time, sbatch_args=namespace.sbatch_args),
+        launcher=make_launcher(namespace.backend, **backend_options),
     )
+

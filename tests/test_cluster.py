@@ -1,4 +1,4 @@
-"""kwnb.cluster: which tasks a cluster has, where they listen and the TF_CONFIG each one is given."""
+"""kwnb.engine.cluster: which tasks a cluster has, where they listen and the TF_CONFIG each one is given."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from kwnb.cluster import (
+from kwnb.engine.cluster import (
     MAX_TASKS,
-    Task,
+    TaskId,
     address_of,
     cluster_spec,
     free_ports,
@@ -56,20 +56,20 @@ def test_plan_tasks_limit_counts_all_tasks():
 
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_plan_tasks_workers_in_order(n):
-    assert plan_tasks(n) == [Task("worker", i) for i in range(n)]
+    assert plan_tasks(n) == [TaskId("worker", i) for i in range(n)]
 
 
 def test_plan_tasks_with_ps_and_chief():
-    assert plan_tasks(2, ps=2) == [Task("worker", 0), Task("worker", 1), Task("ps", 0), Task("ps", 1)]
-    assert plan_tasks(1, ps=1, chief=True) == [Task("chief", 0), Task("worker", 0), Task("ps", 0)]
-    assert plan_tasks(0, chief=True) == [Task("chief", 0)]  # a chief alone needs no workers
+    assert plan_tasks(2, ps=2) == [TaskId("worker", 0), TaskId("worker", 1), TaskId("ps", 0), TaskId("ps", 1)]
+    assert plan_tasks(1, ps=1, chief=True) == [TaskId("chief", 0), TaskId("worker", 0), TaskId("ps", 0)]
+    assert plan_tasks(0, chief=True) == [TaskId("chief", 0)]  # a chief alone needs no workers
     with pytest.raises(ValueError):
         plan_tasks(0)
 
 
 def test_task_str():
-    assert str(Task("worker", 1)) == "worker 1"
-    assert str(Task("ps", 0)) == "ps 0"
+    assert str(TaskId("worker", 1)) == "worker 1"
+    assert str(TaskId("ps", 0)) == "ps 0"
 
 
 def test_cluster_spec_orders_types_and_indices_whatever_the_input_order():
@@ -81,7 +81,7 @@ def test_cluster_spec_orders_types_and_indices_whatever_the_input_order():
     spec = cluster_spec(shuffled, [addresses[t] for t in shuffled])
     assert list(spec) == ["chief", "worker", "ps"]
     for kind, listed in spec.items():
-        assert listed == [addresses[Task(kind, i)] for i in range(len(listed))]
+        assert listed == [addresses[TaskId(kind, i)] for i in range(len(listed))]
     assert {kind: len(v) for kind, v in spec.items()} == {"chief": 1, "worker": 3, "ps": 2}
 
 
@@ -102,7 +102,7 @@ def test_tf_config_names_the_task_in_the_shared_cluster():
     assert [address_of(cluster, t) for t in tasks] == ["localhost:1111", "localhost:2222", "localhost:3333"]
 
 
-@pytest.mark.parametrize("task", [Task("worker", 2), Task("ps", 0), Task("chief", 0)])
+@pytest.mark.parametrize("task", [TaskId("worker", 2), TaskId("ps", 0), TaskId("chief", 0)])
 def test_tf_config_rejects_a_task_outside_the_cluster(task):
     cluster = localhost_cluster(plan_tasks(2), ports=[1111, 2222])
     with pytest.raises(ValueError, match="no "):

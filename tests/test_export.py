@@ -18,9 +18,11 @@ from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
-from kwnb import cli, registry
-from kwnb.export import export_run, find_run_dir
-from kwnb.run import Run
+from kwnb import cli
+from kwnb.engine import registry
+from kwnb.engine.run import Run
+from kwnb.export import export_run
+from kwnb.task.runfolder import find_run_dir
 
 DATA = Path(__file__).parent / "data" / "tfjob"
 CRD = json.loads((DATA / "kubeflow.org_tfjobs.json").read_text())

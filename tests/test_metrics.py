@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb import metrics as metrics_module
-from kwnb.follow import FileFollower
+from kwnb.engine import metrics as metrics_module
+from kwnb.engine.follow import FileFollower
 from chunking import random_chunks
-from kwnb.metrics import MetricsParser, parse_metrics
-from kwnb.report import metrics_path
+from kwnb.engine.metrics import MetricsParser, parse_metrics
+from kwnb.task.runfolder import RunFolder
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ["keras_verbose1.log", "keras_verbose2.log"]
@@ -249,7 +249,7 @@ def report_rows(monkeypatch, tmp_path, calls) -> MetricsParser:
     for kwargs in calls:
         kwnb.report(**kwargs)
     parser = MetricsParser(step_scale=0.5)
-    parser.feed_report_lines(FileFollower(metrics_path(tmp_path, 1)).read_new())
+    parser.feed_report_lines(FileFollower(RunFolder(tmp_path).metrics(1)).read_new())
     return parser
 
 
@@ -285,7 +285,7 @@ def test_report_line_split_across_reads_is_not_lost(monkeypatch, tmp_path):
     monkeypatch.setenv("KWNB_RUN_DIR", str(tmp_path))
     monkeypatch.setenv("KWNB_WORKER", "0")
     kwnb.report(epoch=0, loss=0.5)
-    line = metrics_path(tmp_path, 0).read_text()
+    line = RunFolder(tmp_path).metrics(0).read_text()
     parser = MetricsParser()
     cut = len(line) // 2
     parser.feed_report_lines(line[:cut])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kwnb import dashboard
+from kwnb.notebook import dashboard
 from kwnb.plotting import LiveCurves, curves_figure, png_bytes
 
 

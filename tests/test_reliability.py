@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 import kwnb
-from kwnb.launchers import LocalLauncher
+from kwnb.backends.local import LocalLauncher
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

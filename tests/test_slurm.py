@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb import _slurm_task
-from kwnb.launchers import BOOTSTRAP, LaunchError, make_launcher
-from kwnb.run import Run
+from kwnb.backends import LaunchError, make_launcher
+from kwnb.backends.base import BOOTSTRAP
+from kwnb.task import slurm_env
+from kwnb.engine.run import Run
 from kwnb.slurm import SlurmLauncher, srun_exit_codes
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -44,22 +45,22 @@ def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
     ("a[9-11]", ["a9", "a10", "a11"]),
 ])
 def test_host_lists_expand_as_slurm_writes_them(text, hosts):
-    assert _slurm_task.expand_hostlist(text) == hosts
+    assert slurm_env.expand_hostlist(text) == hosts
 
 
 def test_tasks_per_node_and_addresses_follow_block_distribution():
-    assert _slurm_task.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
-    assert _slurm_task.addresses("n[1-2]", "2,1", 20000) == ["n1:20000", "n1:20001", "n2:20000"]
+    assert slurm_env.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    assert slurm_env.addresses("n[1-2]", "2,1", 20000) == ["n1:20000", "n1:20001", "n2:20000"]
     with pytest.raises(ValueError, match="2 nodes"):
-        _slurm_task.addresses("n[1-2]", "3", 20000)
+        slurm_env.addresses("n[1-2]", "3", 20000)
 
 
 def test_tf_config_orders_task_types_as_tensorflow_does():
     tasks = [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}, {"type": "ps", "index": 0}]
-    config = _slurm_task.tf_config(tasks, 2, ["a:1", "a:2", "b:1"])
+    config = slurm_env.tf_config(tasks, 2, ["a:1", "a:2", "b:1"])
     assert config == {"cluster": {"worker": ["a:1", "a:2"], "ps": ["b:1"]}, "task": {"type": "ps", "index": 0}}
     with pytest.raises(ValueError, match="Slurm started 2 tasks but kwnb planned 3"):
-        _slurm_task.tf_config(tasks, 0, ["a:1", "a:2"])
+        slurm_env.tf_config(tasks, 0, ["a:1", "a:2"])
 
 
 def _task_environment(tmp_path: Path, procid: int, **extra) -> dict[str, str]:

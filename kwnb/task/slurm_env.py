@@ -16,9 +16,11 @@ import sys
 import threading
 import time
 
-TASKS_ENV = "KWNB_SLURM_TASKS"  # JSON list, in kwnb's order: [{"type", "index", "log"}, ...]
-PORT_BASE_ENV = "KWNB_SLURM_PORT_BASE"
-HEARTBEAT_ENV = "KWNB_SLURM_HEARTBEAT"  # a file kwnb touches every second while it follows the job
+from .runfolder import (POSITION_ENV, RUN_DIR_ENV, SLURM_HEARTBEAT_ENV, SLURM_HEARTBEAT_STALE_ENV,
+                        SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, RunFolder)
+from .tf_config import TaskId, cluster_spec
+from .tf_config import tf_config as _tf_config
+
 HEARTBEAT_STALE_SECONDS = 120.0  # generous: shared filesystems cache file times for up to a minute
 
 
@@ -81,20 +83,16 @@ def addresses(nodelist: str, tasks_per_node: str, port_base: int) -> list[str]:
 
 
 def tf_config(tasks: list[dict], procid: int, task_addresses: list[str]) -> dict:
+    """Task `procid`'s TF_CONFIG, by the same definition the engine uses for local clusters."""
     if len(task_addresses) != len(tasks):
         raise ValueError(f"Slurm started {len(task_addresses)} tasks but kwnb planned {len(tasks)}")
-    cluster: dict[str, list[str]] = {}
-    for task, address in sorted(zip(tasks, task_addresses), key=lambda pair: pair[0]["index"]):
-        cluster.setdefault(task["type"], []).append(address)
-    order = ("chief", "worker", "ps", "evaluator")
-    cluster = {kind: cluster[kind] for kind in order if kind in cluster}
-    me = tasks[procid]
-    return {"cluster": cluster, "task": {"type": me["type"], "index": me["index"]}}
+    ids = [TaskId(task["type"], task["index"]) for task in tasks]
+    return _tf_config(cluster_spec(ids, task_addresses), ids[procid])
 
 
 def enter(environ=os.environ) -> None:
     """Become kwnb task SLURM_PROCID: log to its file, set TF_CONFIG and KWNB_WORKER, record them."""
-    tasks = json.loads(environ[TASKS_ENV])
+    tasks = json.loads(environ[SLURM_TASKS_ENV])
     procid = int(environ["SLURM_PROCID"])
     me = tasks[procid]
     # stdout and stderr go straight to the task's log on the shared filesystem, where kwnb follows it.
@@ -103,21 +101,21 @@ def enter(environ=os.environ) -> None:
     os.dup2(log, 2)
     os.close(log)
     task_addresses = addresses(environ["SLURM_STEP_NODELIST"], environ["SLURM_STEP_TASKS_PER_NODE"],
-                               int(environ[PORT_BASE_ENV]))
+                               int(environ[SLURM_PORT_BASE_ENV]))
     config = tf_config(tasks, procid, task_addresses)
     node = environ.get("SLURMD_NODENAME")
     mine = task_addresses[procid].rpartition(":")[0]
     if node and node != mine:
         raise RuntimeError(f"kwnb expected task {procid} on {mine} (block distribution) but Slurm put it on {node}")
     environ["TF_CONFIG"] = json.dumps(config)
-    environ["KWNB_WORKER"] = str(procid)
-    run_dir = environ["KWNB_RUN_DIR"]
+    environ[POSITION_ENV] = str(procid)
+    folder = RunFolder(environ[RUN_DIR_ENV])
     record = {"tf_config": config, "host": node or mine, "pid": os.getpid(),
               "job": environ.get("SLURM_JOB_ID"), "step": environ.get("SLURM_STEP_ID")}
-    _write_atomically(os.path.join(run_dir, f"slurm-task-{procid}.json"), json.dumps(record))
-    if environ.get(HEARTBEAT_ENV):
-        stale = float(environ.get("KWNB_SLURM_HEARTBEAT_STALE", HEARTBEAT_STALE_SECONDS))
-        threading.Thread(target=_watch_heartbeat, args=(environ[HEARTBEAT_ENV], stale), daemon=True,
+    _write_atomically(folder.slurm_task(procid), json.dumps(record))
+    if environ.get(SLURM_HEARTBEAT_ENV):
+        stale = float(environ.get(SLURM_HEARTBEAT_STALE_ENV, HEARTBEAT_STALE_SECONDS))
+        threading.Thread(target=_watch_heartbeat, args=(environ[SLURM_HEARTBEAT_ENV], stale), daemon=True,
                          name="kwnb-heartbeat").start()
 
 
@@ -139,7 +137,7 @@ def _watch_heartbeat(path: str, stale: float = HEARTBEAT_STALE_SECONDS) -> None:
 
 
 def exit_file(environ=os.environ) -> str:
-    return os.path.join(environ["KWNB_RUN_DIR"], f"slurm-exit-{environ['SLURM_PROCID']}")
+    return str(RunFolder(environ[RUN_DIR_ENV]).slurm_exit(environ["SLURM_PROCID"]))
 
 
 def record_exit(code: int, environ=os.environ) -> None:
@@ -147,7 +145,7 @@ def record_exit(code: int, environ=os.environ) -> None:
     _write_atomically(exit_file(environ), str(code))
 
 
-def _write_atomically(path: str, text: str) -> None:
+def _write_atomically(path: str | os.PathLike, text: str) -> None:
     temporary = f"{path}.tmp{os.getpid()}"
     with open(temporary, "w") as handle:
         handle.write(text)

@@ -15,8 +15,8 @@ import weakref
 
 import ipywidgets as widgets
 
-from .plotting import LiveCurves, run_series
-from .summary import format_summary
+from ..plotting import LiveCurves, run_series
+from ..engine.summary import format_summary
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5

@@ -1,6 +1,8 @@
 """IPython magics: thin wrappers that parse options, call the engine and display what it returns.
 
-Every error the user can cause becomes one UsageError line, and nothing starts.
+Every error the user can cause (a KwnbError) becomes one UsageError line, and nothing starts.
+Loading them (`%load_ext kwnb`) imports neither the engine's processes nor matplotlib: those load
+when a magic first needs them.
 """
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import Image, display
 
-from . import registry
-from .cli import tf_configs
-from .export import EXPORT_ARGUMENTS, export_options, export_run, find_run_dir, write_manifest
-from .launchers import LaunchError
-from .options import LAUNCH_ARGUMENTS, launch_options
-from .plotting import curves_figure, png_bytes
-from .run import Run
+from .. import api
+from ..engine.cluster import tf_configs
+from ..errors import KwnbError
+from ..export import EXPORT_ARGUMENTS, export_options, export_run, write_manifest
+from ..options import LAUNCH_ARGUMENTS, launch_options
+from ..task.runfolder import find_run_dir
+
+
+TASK_HELP = "task: its position (0 is the chief; default 0) or its name, e.g. worker:1 or ps:0"
 
 
 def _launch_arguments(func):
@@ -35,28 +39,28 @@ def _export_arguments(func):
 
 def _export_dir(name: str) -> Path:
     """A run of this kernel by name, else a run folder (a path, or a name under the runs folder)."""
-    if any(run.name == name for run in registry.runs()):
-        return registry.get_run(name).dir
+    if any(run.name == name for run in api.runs()):
+        return api.get_run(name).dir
     try:
         return find_run_dir(name)
-    except ValueError as error:
-        known = ", ".join(sorted({r.name for r in registry.runs()})) or "none yet"
+    except KwnbError as error:
+        known = ", ".join(sorted({r.name for r in api.runs()})) or "none yet"
         raise UsageError(f"{error}; runs of this kernel: {known}") from None
 
 
-def _run(name: str | None) -> Run:
+def _run(name: str | None):
     try:
-        return registry.get_run(name or None)
-    except KeyError as error:
-        raise UsageError(error.args[0]) from None
-
-
-def _position(run: Run, index: int) -> int:
-    try:
-        run.worker(index)
-    except IndexError as error:
+        return api.get_run(name or None)
+    except KwnbError as error:
         raise UsageError(str(error)) from None
-    return index
+
+
+def _task(run, ref: str):
+    """A task of the run from what the user typed: a position ('1') or a name ('ps:0', 'worker:1')."""
+    try:
+        return run.task(int(ref) if ref.lstrip("-").isdigit() else ref)
+    except KwnbError as error:
+        raise UsageError(str(error)) from None
 
 
 def write_cell(path: str, cell: str, check_syntax: bool = True) -> Path:
@@ -115,8 +119,8 @@ class KwnbMagics(Magics):
         try:
             options = launch_options(args)
             script = write_cell(args.file, cell)
-            run = registry.launch(script, files=list(self.job_files), **options)
-        except (ValueError, LaunchError) as error:
+            run = api.launch(script, files=list(self.job_files), **options)
+        except KwnbError as error:
             raise UsageError(str(error)) from None
         for note in run.notes:
             print(f"kwnb: {note}")
@@ -170,7 +174,7 @@ class KwnbMagics(Magics):
     def kw_stop(self, line):
         """Stop a run: TERM to every task and its children, KILL after a grace period."""
         args = self._parse(self.kw_stop, line)
-        targets = [r for r in registry.runs() if not r.done] if args.all else [_run(args.name)]
+        targets = [r for r in api.runs() if not r.done] if args.all else [_run(args.name)]
         for run in targets:
             run.stop()
             print(f"kwnb: {run.name!r} {run.status}; exit codes {run.exit_codes}")
@@ -182,7 +186,7 @@ class KwnbMagics(Magics):
         """One line per run of this kernel: name, status, exit codes, elapsed time, folder."""
         if line.strip():
             raise UsageError("%kw_status takes no arguments")
-        runs = registry.runs()
+        runs = api.runs()
         if not runs:
             print("kwnb: no run has been started")
         for run in runs:
@@ -192,41 +196,43 @@ class KwnbMagics(Magics):
     @line_magic
     @magic_arguments()
     @argument("name", help="run name")
-    @argument("index", nargs="?", type=int, default=0, help="task position (0 is the chief)")
+    @argument("task", nargs="?", default="0", help=TASK_HELP)
     @argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
     def kw_logs(self, line):
         """A task's log as a terminal shows it (progress bars drawn, not as raw fragments)."""
         args = self._parse(self.kw_logs, line)
         run = _run(args.name)
-        print(run.logs(_position(run, args.index), tail=args.tail))
+        print(run.logs(_task(run, args.task).position, tail=args.tail))
 
     @line_magic
     @magic_arguments()
     @argument("name", help="run name")
-    @argument("index", type=int, help="task position (0 is the chief)")
+    @argument("task", help=TASK_HELP)
     def kw_kill(self, line):
         """SIGKILL one task, as if its machine were preempted; the run's --on-failure policy follows."""
         args = self._parse(self.kw_kill, line)
         run = _run(args.name)
+        task = _task(run, args.task)
         try:
-            run.kill(_position(run, args.index))
-        except RuntimeError as error:
+            run.kill(task.position)
+        except KwnbError as error:
             raise UsageError(str(error)) from None
-        print(f"kwnb: killed {run.workers[args.index].task_type} {run.workers[args.index].index} of {run.name!r}")
+        print(f"kwnb: killed {task.id} of {run.name!r}")
 
     @line_magic
     @magic_arguments()
     @argument("name", help="run name")
-    @argument("index", type=int, help="task position (0 is the chief)")
+    @argument("task", help=TASK_HELP)
     def kw_restart(self, line):
         """Start one task again with the same TF_CONFIG (its log gets a separator line, not a new file)."""
         args = self._parse(self.kw_restart, line)
         run = _run(args.name)
+        task = _task(run, args.task)
         try:
-            run.restart(_position(run, args.index))
-        except RuntimeError as error:
+            run.restart(task.position)
+        except KwnbError as error:
             raise UsageError(str(error)) from None
-        print(f"kwnb: restarted {run.workers[args.index].task_type} {run.workers[args.index].index} of {run.name!r}")
+        print(f"kwnb: restarted {task.id} of {run.name!r}")
 
     @line_magic
     @magic_arguments()
@@ -235,7 +241,7 @@ class KwnbMagics(Magics):
         """Overlay the per-epoch curves of runs (their chiefs) and of Keras Histories from the kernel."""
         series = {}
         for name in self._parse(self.kw_plot, line).names:
-            if any(r.name == name for r in registry.runs()):
+            if any(r.name == name for r in api.runs()):
                 run = _run(name)
                 series[f"{name} ({sum(w.task_type == 'worker' for w in run.workers)} workers)"] = {
                     "epochs": run.history()}
@@ -243,6 +249,8 @@ class KwnbMagics(Magics):
                 series[name] = {"epochs": history_rows(self.shell.user_ns[name])}
             else:
                 _run(name)  # raises the "no run named" error
+        from ..plotting import curves_figure, png_bytes
+
         figure = curves_figure(series)
         if figure is None:
             print("kwnb: nothing to plot yet (no epoch has finished)")
@@ -260,7 +268,7 @@ class KwnbMagics(Magics):
         try:
             for config in tf_configs(args.workers, args.ps, args.index):
                 print(json.dumps(config, indent=None))
-        except ValueError as error:
+        except KwnbError as error:
             raise UsageError(str(error)) from None
 
     @line_magic
@@ -278,7 +286,7 @@ class KwnbMagics(Magics):
         try:
             exported = export_run(_export_dir(args.name), **export_options(args))
             path = write_manifest(exported, args.output or f"{exported.run.name}-{args.to}.yaml")
-        except ValueError as error:
+        except KwnbError as error:
             raise UsageError(str(error)) from None
         for note in exported.notes:
             print(f"kwnb: {note}")
@@ -290,7 +298,7 @@ class KwnbMagics(Magics):
         return parse_argstring(magic, line)
 
 
-def _display_run(run: Run) -> None:
+def _display_run(run) -> None:
     from IPython import get_ipython
 
     from .dashboard import dashboard_for
@@ -302,5 +310,6 @@ def _display_run(run: Run) -> None:
 
 def load_ipython_extension(ipython) -> None:
     ipython.register_magics(KwnbMagics)
-    # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard.
-    ipython.display_formatter.ipython_display_formatter.for_type(Run, _display_run)
+    # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard. By name, so
+    # that loading the extension does not import the engine.
+    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.run", "Run", _display_run)

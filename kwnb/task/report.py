@@ -8,24 +8,18 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
-RUN_DIR_ENV = "KWNB_RUN_DIR"
-WORKER_ENV = "KWNB_WORKER"
-
-
-def metrics_path(run_dir: os.PathLike | str, position: int) -> Path:
-    return Path(run_dir) / f"metrics-{position}.jsonl"
+from .runfolder import POSITION_ENV, RUN_DIR_ENV, RunFolder
 
 
 def report(step: int | None = None, epoch: int | None = None, **metrics: float) -> None:
     """Record metrics for this worker's curves, e.g. `kwnb.report(epoch=3, loss=0.2, accuracy=0.9)`."""
-    run_dir, position = os.environ.get(RUN_DIR_ENV), os.environ.get(WORKER_ENV)
+    run_dir, position = os.environ.get(RUN_DIR_ENV), os.environ.get(POSITION_ENV)
     if not run_dir or position is None:
         return
     row = {"time": time.time(), "epoch": _whole(epoch), "step": _whole(step)}
     row.update({key: _plain(value) for key, value in metrics.items()})
-    with open(metrics_path(run_dir, int(position)), "a", encoding="utf-8") as handle:
+    with open(RunFolder(run_dir).metrics(int(position)), "a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 
+from ..errors import UnknownRun
 from .run import Run
 
 _RUNS: list[Run] = []
@@ -31,7 +32,7 @@ def get_run(name: str | None = None) -> Run:
         if name is None or run.name == name:
             return run
     known = ", ".join(sorted({r.name for r in _RUNS})) or "none yet"
-    raise KeyError(f"no run named {name!r} (runs: {known})" if name else "no run has been started")
+    raise UnknownRun(f"no run named {name!r} (runs: {known})" if name else "no run has been started")
 
 
 def runs() -> list[Run]:

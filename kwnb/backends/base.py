@@ -1,0 +1,96 @@
+"""What every way of starting a cluster's processes provides; the ways themselves are the other
+modules of this package, one class each, found by name (kwnb/backends/__init__.py).
+
+A launcher decides where tasks listen and starts one process per task; the Run above it does
+the bookkeeping (logs, status, failure policy) the same way whatever started the processes.
+This module names no backend.
+"""
+from __future__ import annotations
+
+import signal
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LaunchError
+from ..task.tf_config import TaskId
+
+__all__ = ["BOOTSTRAP", "LaunchError", "Launcher", "TaskLaunch", "TaskProcess"]
+
+BOOTSTRAP = str(Path(__file__).parents[1] / "task" / "bootstrap.py")  # started by path: see its docstring
+
+
+@dataclass
+class TaskLaunch:
+    """Everything needed to start one task's process."""
+
+    task: TaskId
+    python: str
+    script: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    log_path: Path
+    argv: list[str] = field(init=False)
+
+    def __post_init__(self):
+        self.argv = [self.python, "-u", BOOTSTRAP, self.script, *self.args]
+
+
+class TaskProcess(ABC):
+    """A started task: enough to poll it and to end it."""
+
+    pid: int | None
+
+    @abstractmethod
+    def poll(self) -> int | None: ...
+
+    @abstractmethod
+    def signal(self, signum: int) -> None: ...
+
+    def tf_config(self) -> dict | None:
+        """The TF_CONFIG the task made itself, where only it knows its address (a batch scheduler)."""
+        return None
+
+    def where(self) -> str:
+        return f"pid {self.pid}"
+
+    def queued(self) -> bool:
+        """Still waiting for a scheduler to give it a machine."""
+        return False
+
+    def stop(self, grace: float = 3.0) -> None:
+        """TERM, then KILL whatever is left after `grace` seconds."""
+        if self.poll() is None:
+            self.signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.signal(signal.SIGKILL)
+
+
+class Launcher(ABC):
+    name: str
+    controls_single_tasks = True  # can kill or restart one task while the others run
+    # Options of its own, as (args, kwargs) for argparse and IPython's magic_arguments; each `dest`
+    # is a keyword of the constructor.
+    arguments: list[tuple[tuple, dict]] = []
+
+    def check(self) -> None:
+        """Raise LaunchError, before a run creates anything, if this way of starting cannot work here."""
+
+    @abstractmethod
+    def addresses(self, tasks: list[TaskId]) -> list[str] | None:
+        """host:port for each task, in order; None if only the started tasks can know (see tf_config)."""
+
+    @abstractmethod
+    def start(self, launch: TaskLaunch) -> TaskProcess:
+        """Start one task (also used to restart one)."""
+
+    def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
+        return [self.start(launch) for launch in launches]
+
+    def finish(self) -> list[str]:
+        """Called once every task has ended: tidy up, and say what the user should know (why a job ended)."""
+        return []

@@ -1,0 +1,170 @@
+"""One task of a run (a worker, a ps, a chief) across restarts: its process, its log and what was read from it.
+
+The supervisor reads a task in two halves, so that views are never kept waiting by a slow process
+call: `observe()` does the I/O (new log bytes, the process's state, which under Slurm means squeue,
+the port probe) without the run's state lock; `apply()` then updates what views read, under it.
+"""
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..backends.base import TaskProcess
+from ..task.tf_config import TaskId, address_of
+from .follow import FileFollower
+from .metrics import MetricsParser
+from .screen import TerminalScreen
+
+# What TensorFlow prints when its port was taken between kwnb choosing it and the worker binding it.
+BIND_FAILURE = "Could not start gRPC server"
+PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
+
+
+@dataclass
+class Observation:
+    """What one look at a task found, before it is applied."""
+
+    text: str = ""
+    reported: str = ""
+    returncode: int | None = None
+    tf_config: dict | None = None
+    queued: bool = False
+    port_open: bool = False
+
+
+class Task:
+    """A task's process across restarts, with its log and what was read from it (public as Run.workers[i])."""
+
+    def __init__(self, position: int, task_id: TaskId, log_path: Path, reports_path: Path, keep_lines: int,
+                 step_scale: float = 1.0):
+        self.position = position  # place in Run.workers; the chief is 0
+        self.id = task_id
+        self.index = task_id.index  # within its type: `ps 0` may be at position 2
+        self.task_type = task_id.type
+        self.log_path = log_path
+        self.tf_config: dict = {}
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.status = "starting"
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.port_open_at: float | None = None
+        self.restarts = 0
+        self.screen = TerminalScreen(keep=keep_lines)
+        self.metrics = MetricsParser(step_scale=step_scale)
+        self.bind_failed = False
+        self.is_chief = False
+        self._log = FileFollower(log_path)
+        self._reports = FileFollower(reports_path)
+        self._process: TaskProcess | None = None
+        self._stop_requested = False
+
+    @property
+    def name(self) -> str:
+        """'worker:0', 'ps:1': how a user names this task (Run.task accepts it)."""
+        return f"{self.task_type}:{self.index}"
+
+    @property
+    def task(self) -> TaskId:
+        """The same as `id` (the name notebooks used before tasks were called tasks)."""
+        return self.id
+
+    @property
+    def address(self) -> str:
+        """host:port, or "" while a scheduler has not yet placed the task."""
+        return address_of(self.tf_config["cluster"], self.id) if self.tf_config else ""
+
+    @property
+    def where(self) -> str:
+        """Where the task runs, in words: a pid here, a job and node under a scheduler."""
+        return self._process.where() if self._process is not None else ""
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self.returncode is None
+
+    @property
+    def elapsed(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return (self.ended_at or time.time()) - self.started_at
+
+    # ----- driven by the run (under its locks) ---------------------------------------------------
+    def _started(self, process: TaskProcess, tf_config: dict) -> None:
+        self._process, self.tf_config, self.pid = process, tf_config, process.pid
+        self.returncode, self.ended_at, self.port_open_at = None, None, None
+        self.status, self.started_at, self._stop_requested = "starting", time.time(), False
+        self.bind_failed = False
+
+    def observe(self) -> Observation:
+        """The slow half: read what is new. Touches only this task's followers and process handle."""
+        seen = Observation(text=self._log.read_new(), reported=self._reports.read_new())
+        if self._process is None or self.returncode is not None:
+            return seen
+        seen.returncode = self._process.poll()
+        if seen.returncode is not None:
+            while more := self._log.read_new():  # to the end: a read takes at most MAX_READ bytes
+                seen.text += more
+            seen.reported += self._reports.read_new()
+            return seen
+        seen.tf_config = self.tf_config or self._process.tf_config() or {}
+        seen.queued = self._process.queued()
+        seen.port_open = self.port_open_at is not None or _accepts(seen.tf_config, self.id)
+        return seen
+
+    def apply(self, seen: Observation) -> bool:
+        """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
+        changed = bool(seen.text or seen.reported)
+        if seen.text:
+            self.screen.feed(seen.text)
+            self.metrics.feed(seen.text)
+            self.bind_failed = self.bind_failed or BIND_FAILURE in seen.text
+        if seen.reported:
+            self.metrics.feed_report_lines(seen.reported)
+        if self._process is None or self.returncode is not None:
+            return changed
+        if seen.returncode is not None:
+            self.returncode, self.ended_at = seen.returncode, time.time()
+            self.status = "stopped" if self._stop_requested else ("finished" if seen.returncode == 0 else "failed")
+            return True
+        if seen.tf_config and not self.tf_config:
+            self.tf_config, changed = seen.tf_config, True
+        if seen.port_open and self.port_open_at is None:
+            self.port_open_at = time.time()
+        if self.status in ("starting", "pending"):
+            status = "running" if (self.port_open_at or self.screen.total_lines) else \
+                "pending" if seen.queued else "starting"
+            changed, self.status = changed or status != self.status, status
+        return changed
+
+    def _stop(self, grace: float) -> None:
+        if self._process is not None and self.returncode is None:
+            self._stop_requested = True
+        if self._process is not None:
+            self._process.stop(grace)
+
+    def _kill(self) -> None:
+        """SIGKILL, as a preempted machine would die: counts as a failure, not a stop."""
+        if self._process is not None:
+            self._process.signal(9)
+
+    def __repr__(self) -> str:
+        code = "" if self.returncode is None else f" exit {self.returncode}"
+        return f"<Task {self.task_type} {self.index} pid={self.pid} {self.status}{code}>"
+
+
+Worker = Task  # the name README and earlier versions use; a run's tasks include ps and chief tasks too
+
+
+def _accepts(tf_config: dict, task_id: TaskId) -> bool:
+    """Whether the task's TensorFlow server accepts connections (its port is open)."""
+    if not tf_config:
+        return False
+    host, _, port = address_of(tf_config["cluster"], task_id).rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=PORT_PROBE_SECONDS):
+            return True
+    except OSError:
+        return False

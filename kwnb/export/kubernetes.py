@@ -1,0 +1,170 @@
+"""Kubernetes pieces every export shares: the container's command, environment and resources, the
+ConfigMap with the job's files and its mounts, the checks Kubernetes applies to names and quantities,
+and the YAML. A target (tfjob.py) assembles them into its own kind of object.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+from ..errors import OptionError
+from ..task.runfolder import RunDescription
+
+CONFIGMAP_LIMIT = 1024 * 1024  # the API server refuses a ConfigMap whose data add up to more
+DEFAULT_WORKDIR = "/kwnb/job"
+DEFAULT_ENV = {
+    "TF_USE_LEGACY_KERAS": "1",  # Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can
+    "PYTHONUNBUFFERED": "1",  # so that `kubectl logs -f` shows lines as they are printed
+}
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+QUANTITY = re.compile(r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?")
+
+
+def check_namespace(namespace: str | None) -> None:
+    if namespace is not None and (len(namespace) > 63 or not DNS_1123_LABEL.fullmatch(namespace)):
+        raise OptionError(f"--namespace must be a DNS-1123 label (lowercase letters, digits, '-'), not {namespace!r}")
+
+
+def check_workdir(workdir: str) -> str:
+    if not workdir.startswith("/") or ":" in workdir or not workdir.strip("/"):
+        raise OptionError(f"--workdir must be an absolute path (not /) without ':', not {workdir!r}")
+    return workdir.rstrip("/")
+
+
+def environment(run: RunDescription, who_sets_tf_config: str) -> tuple[dict[str, str], list[str]]:
+    """The container's environment (kwnb's defaults, then the run's own) and what to tell the user about it."""
+    env, notes = dict(DEFAULT_ENV), []
+    user_env = dict(run.env)
+    if user_env.pop("TF_CONFIG", None) is not None:
+        notes.append(f"left out the run's TF_CONFIG: {who_sets_tf_config} gives each pod its own")
+    env.update(user_env)
+    if user_env:
+        notes.append(f"the manifest sets the run's environment variables {', '.join(user_env)} in plain text; "
+                     f"keep secrets in a Kubernetes Secret instead")
+    return env, notes
+
+
+def mount_files(container: dict, pod_spec: dict, files: dict, workdir: str) -> None:
+    """Mount each file of the ConfigMap into the working directory, itself a writable scratch folder
+    (relative checkpoint paths must work); the files are read-only."""
+    container["volumeMounts"] = [{"name": "workdir", "mountPath": workdir}] + [
+        {"name": "job-files", "mountPath": f"{workdir}/{key}", "subPath": key, "readOnly": True}
+        for key in (*files.get("data", {}), *files.get("binaryData", {}))]
+    pod_spec["volumes"] = [{"name": "workdir", "emptyDir": {}},
+                           {"name": "job-files", "configMap": {"name": files["metadata"]["name"]}}]
+
+
+def check_image(image: str | None) -> None:
+    if image and not any(c.isspace() for c in image):
+        return
+    versions = local_versions()
+    pins = (f"tensorflow=={versions[0]} and tf-keras=={versions[1]}, as here" if versions
+            else "tensorflow==2.21.* and tf-keras==2.21.*")
+    problem = "--image is required" if not image else f"--image must be an image reference, not {image!r}"
+    raise OptionError(f"{problem}: an image with Python, TensorFlow and tf-keras of the same minor version "
+                     f"(e.g. {pins}), plus whatever the script imports. No public image pins both: build one "
+                     f"that runs pip install -r binder/requirements.txt in a copy of the kwnb repository (that "
+                     f"installs kwnb too), push it, and pass --image REGISTRY/NAME:TAG")
+
+
+def local_versions() -> tuple[str, str] | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tensorflow"), version("tf-keras")
+    except PackageNotFoundError:
+        return None
+
+
+def container_command(command: str | list[str] | None, run: RunDescription) -> dict:
+    if command is None:
+        return {"command": ["python", run.script], **({"args": list(run.args)} if run.args else {})}
+    try:
+        words = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError as error:
+        raise OptionError(f"--command: {error}") from None
+    if not words:
+        raise OptionError("--command is empty")
+    return {"command": words}
+
+
+def resources(cpu: str | None, memory: str | None, gpus: int) -> dict:
+    for label, value in (("--cpu", cpu), ("--memory", memory)):
+        if value is not None and not QUANTITY.fullmatch(value):
+            raise OptionError(f"{label} must be a Kubernetes quantity such as 2, 500m or 4Gi, not {value!r}")
+    if gpus < 0:
+        raise OptionError(f"--gpus-per-pod must be 0 or more, not {gpus}")
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    limits = {**({"memory": memory} if memory else {}), **({"nvidia.com/gpu": gpus} if gpus else {})}
+    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+
+
+def configmap(run: RunDescription, name: str, metadata: dict) -> dict:
+    """The script and the job's helper files, as kwnb copied them into the run folder at launch."""
+    data, binary, sizes = {}, {}, {}
+    for key in dict.fromkeys([run.script, *run.files]):
+        if not CONFIGMAP_KEY.fullmatch(key) or len(key) > 253:
+            raise OptionError(f"{key!r} cannot be a ConfigMap key (letters, digits, '-', '_', '.'): rename it, or "
+                             f"put the files in the image and use --no-files")
+        try:
+            content = (run.dir / key).read_bytes()
+        except OSError:
+            raise OptionError(f"{key} is part of the run but is missing from {run.dir}") from None
+        sizes[key] = len(content)
+        try:
+            data[key] = content.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            binary[key] = base64.b64encode(content).decode("ascii")
+    total = sum(sizes.values())
+    if total > CONFIGMAP_LIMIT:
+        listed = ", ".join(f"{key} {size_text(n)}" for key, n in sorted(sizes.items(), key=lambda kv: -kv[1]))
+        raise OptionError(f"the job's files come to {size_text(total)} ({listed}), more than a ConfigMap holds (1 MiB). "
+                         f"Bake them into the image instead (COPY them to --workdir, default {DEFAULT_WORKDIR}) "
+                         f"and export with --no-files; load data from a volume or object storage, not from files")
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {**copy.deepcopy(metadata), "name": name}, "data": data}
+    if binary:
+        configmap["binaryData"] = binary
+    return configmap
+
+
+def size_text(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
+
+
+# ----- YAML -------------------------------------------------------------------------------------------
+class _Dumper(yaml.SafeDumper):
+    """Block style (|) for multi-line strings, so that the files in the ConfigMap stay readable."""
+
+
+def _represent_str(dumper, value):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def to_yaml(objects: list[dict]) -> str:
+    """The objects as one YAML stream, each starting with ---, keys in the order Kubernetes users expect."""
+    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, explicit_start=True, allow_unicode=True,
+                         default_flow_style=False, width=120)
+
+
+def write_manifest(export, path: str | os.PathLike) -> Path:
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise OptionError(f"{path} is a directory")
+    try:
+        target.write_text(export.yaml, encoding="utf-8")
+    except OSError as error:
+        raise OptionError(f"cannot write {path}: {error.strerror or error}") from None
+    return target

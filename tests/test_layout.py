@@ -1,0 +1,159 @@
+"""The shape of kwnb/: which way imports go, what each layer may import, and what loads when.
+
+README's "Layout" section describes the layers; these tests keep them true:
+- no import cycle between kwnb's modules;
+- only kwnb/notebook/ imports IPython or ipywidgets;
+- kwnb/task/ (code that runs inside a task, under any Python) imports only the standard library;
+- `kwnb.launch` in a plain Python process imports neither IPython, ipywidgets nor pyplot, and
+  `%load_ext kwnb` does not import matplotlib.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kwnb.engine import cluster
+from kwnb.task import slurm_env
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "kwnb"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> list[tuple[str, bool]]:
+    """(module imported, whether at module level) for every import that runs, relative ones resolved."""
+    tree = ast.parse(path.read_text())
+    package = module_name(path).split(".") if path.name == "__init__.py" else module_name(path).split(".")[:-1]
+    top_level = {id(node) for node in tree.body}
+    typing_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in
+                   ast.unparse(node.test) for inner in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # annotations only: never imported when the code runs
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top_level) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            found += [(f"{base}.{alias.name}", id(node) in top_level) for alias in node.names]
+            found.append((base, id(node) in top_level))
+    return found
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def kwnb_imports(name: str, top_level_only: bool = False) -> set[str]:
+    return {imported for imported, top in imports_of(MODULES[name])
+            if imported in MODULES and imported != name and (top or not top_level_only)}
+
+
+def test_no_import_cycles():
+    graph = {name: kwnb_imports(name) - {"kwnb"} for name in MODULES}
+
+    def reaches(start: str, goal: str) -> list[str] | None:
+        stack, seen = [[start]], set()
+        while stack:
+            path = stack.pop()
+            for nxt in graph[path[-1]]:
+                if nxt == goal:
+                    return path + [nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(path + [nxt])
+        return None
+
+    cycles = [" -> ".join(cycle) for name in graph if (cycle := reaches(name, name))]
+    assert not cycles, cycles
+
+
+def test_the_checks_see_imports():
+    """The graph the cycle test walks is not empty: it finds imports known to be there."""
+    assert "kwnb.engine.task" in kwnb_imports("kwnb.engine.run")
+    assert "kwnb.task.runfolder" in kwnb_imports("kwnb.task.report")
+    assert ("IPython.core.magic.Magics", True) in imports_of(MODULES["kwnb.notebook.magics"])
+
+
+def test_only_the_notebook_layer_imports_ipython_or_ipywidgets():
+    offenders = [f"{name} imports {imported}" for name, path in MODULES.items()
+                 if not name.startswith("kwnb.notebook")
+                 for imported, _ in imports_of(path) if imported.split(".")[0] in ("IPython", "ipywidgets")]
+    assert not offenders, offenders
+
+
+def test_task_side_imports_only_the_standard_library():
+    """Each module of kwnb/task/, imported by an interpreter without site-packages (-S): kwnb's
+    dependencies are not there, so an import of one fails, and what was loaded is listed."""
+    task_modules = sorted(name for name in MODULES if name.startswith("kwnb.task"))
+    assert "kwnb.task.bootstrap" in task_modules and "kwnb.task.slurm_env" in task_modules
+    probe = textwrap.dedent(f"""
+        import importlib, json, sys
+        sys.path.insert(0, {str(REPO)!r})
+        for name in {task_modules!r}:
+            importlib.import_module(name)
+        tops = {{m.split(".")[0] for m in sys.modules}} - set(sys.stdlib_module_names) - {{"__main__"}}
+        print(json.dumps({{"outside": sorted(tops - {{"kwnb"}}), "kwnb": sorted(m for m in sys.modules if "kwnb" in m)}}))
+    """)
+    result = subprocess.run([sys.executable, "-S", "-I", "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert loaded["outside"] == []
+    assert all(m in ("kwnb", "kwnb.errors") or m.startswith("kwnb.task") for m in loaded["kwnb"]), loaded["kwnb"]
+
+
+@pytest.mark.parametrize("workers, ps", [(1, 0), (2, 0), (3, 0), (2, 1), (4, 2)])
+def test_slurm_tasks_build_the_tf_config_the_engine_would(workers, ps):
+    """A Slurm task builds its TF_CONFIG on its node; it must equal the engine's for the same addresses."""
+    task_ids = cluster.plan_tasks(workers, ps=ps)
+    tasks = [{"type": t.type, "index": t.index, "log": f"{t.type}-{t.index}.log"} for t in task_ids]
+    nodes = ["n1", "n2"][: 1 + (len(tasks) > 1)]
+    per_node = [len(tasks) - len(tasks) // 2, len(tasks) // 2] if len(nodes) == 2 else [len(tasks)]
+    addresses = slurm_env.addresses(",".join(nodes), ",".join(map(str, per_node)), 20000)
+    expected_cluster = cluster.cluster_spec(task_ids, addresses)
+    for procid, task_id in enumerate(task_ids):
+        assert slurm_env.tf_config(tasks, procid, addresses) == cluster.tf_config(expected_cluster, task_id)
+
+
+PLAIN_LAUNCH = """
+import sys, kwnb
+run = kwnb.launch("job.py", n=2, runs_dir="runs")
+assert run.wait(60) == [0, 0], run.summary()
+heavy = [m for m in ("IPython", "ipywidgets", "matplotlib.pyplot") if m in sys.modules]
+print("heavy:", heavy, "summary:", (run.dir / "summary.txt").is_file())
+"""
+
+
+@pytest.mark.slow
+def test_launch_in_plain_python_imports_no_notebook_or_pyplot(tmp_path):
+    (tmp_path / "job.py").write_text("import kwnb\nfor epoch in range(2):\n    kwnb.report(epoch=epoch, loss=1.0 / (epoch + 1))\n")
+    result = subprocess.run([sys.executable, "-c", PLAIN_LAUNCH], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "heavy: [] summary: True" in result.stdout
+
+
+def test_load_ext_imports_neither_matplotlib_nor_ipywidgets():
+    probe = textwrap.dedent("""
+        import sys
+        from IPython.core.interactiveshell import InteractiveShell
+        ip = InteractiveShell.instance()  # not IPython's test shell, which imports matplotlib itself
+        assert "matplotlib" not in sys.modules
+        ip.run_line_magic("load_ext", "kwnb")
+        assert "kw_worker" in ip.magics_manager.magics["cell"]
+        print(sorted(m for m in ("matplotlib", "ipywidgets") if m in sys.modules))
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -1,6 +1,6 @@
 """Kubernetes pieces every export shares: the container's command, environment and resources, the
 ConfigMap with the job's files and its mounts, the checks Kubernetes applies to names and quantities,
-and the YAML. A target (tfjob.py) assembles them into its own kind of object.
+and the YAML. A target (tfjob.py, job.py) assembles them into its own kinds of object.
 """
 from __future__ import annotations
 
@@ -27,6 +27,20 @@ CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 QUANTITY = re.compile(r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?")
 
 
+def derive_name(given: str | None, run_name: str, limit: int) -> str:
+    """--job-name, or one made from the run's name: a DNS-1035 label (Service and TFJob names must be)
+    of at most `limit` characters, so that the names Kubernetes derives from it stay within 63."""
+    if given is not None:
+        if len(given) > limit or not DNS_1035_LABEL.fullmatch(given):
+            raise OptionError(f"--job-name must be lowercase letters, digits and '-', start with a letter, end with a "
+                             f"letter or digit, and have at most {limit} characters here, not {given!r}")
+        return given
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", run_name.lower())).strip("-")
+    if not name[:1].isalpha():
+        name = f"kwnb-{name}".rstrip("-")
+    return name[:limit].rstrip("-")
+
+
 def check_namespace(namespace: str | None) -> None:
     if namespace is not None and (len(namespace) > 63 or not DNS_1123_LABEL.fullmatch(namespace)):
         raise OptionError(f"--namespace must be a DNS-1123 label (lowercase letters, digits, '-'), not {namespace!r}")
@@ -51,14 +65,17 @@ def environment(run: RunDescription, who_sets_tf_config: str) -> tuple[dict[str,
     return env, notes
 
 
-def mount_files(container: dict, pod_spec: dict, files: dict, workdir: str) -> None:
-    """Mount each file of the ConfigMap into the working directory, itself a writable scratch folder
-    (relative checkpoint paths must work); the files are read-only."""
-    container["volumeMounts"] = [{"name": "workdir", "mountPath": workdir}] + [
-        {"name": "job-files", "mountPath": f"{workdir}/{key}", "subPath": key, "readOnly": True}
+def mount_files(container: dict, pod_spec: dict, files: dict, workdir: str, places: dict[str, str] | None = None,
+                scratch: bool = True) -> None:
+    """Mount each file of the ConfigMap read-only, at places[key] or else into the working directory,
+    which is itself a writable scratch folder (relative checkpoint paths must work) unless scratch=False
+    (--no-files: the image's own files are there, and an emptyDir would hide them)."""
+    places = places or {}
+    container["volumeMounts"] = ([{"name": "workdir", "mountPath": workdir}] if scratch else []) + [
+        {"name": "job-files", "mountPath": places.get(key, f"{workdir}/{key}"), "subPath": key, "readOnly": True}
         for key in (*files.get("data", {}), *files.get("binaryData", {}))]
-    pod_spec["volumes"] = [{"name": "workdir", "emptyDir": {}},
-                           {"name": "job-files", "configMap": {"name": files["metadata"]["name"]}}]
+    pod_spec["volumes"] = ([{"name": "workdir", "emptyDir": {}}] if scratch else []) + [
+        {"name": "job-files", "configMap": {"name": files["metadata"]["name"]}}]
 
 
 def check_image(image: str | None) -> None:
@@ -106,10 +123,12 @@ def resources(cpu: str | None, memory: str | None, gpus: int) -> dict:
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
-def configmap(run: RunDescription, name: str, metadata: dict) -> dict:
-    """The script and the job's helper files, as kwnb copied them into the run folder at launch."""
+def configmap(run: RunDescription, name: str, metadata: dict, *, run_files: bool = True,
+              extra: dict[str, str] | None = None) -> dict:
+    """The script and the job's helper files, as kwnb copied them into the run folder at launch (unless
+    run_files=False), plus `extra` files of kwnb's own (key: text)."""
     data, binary, sizes = {}, {}, {}
-    for key in dict.fromkeys([run.script, *run.files]):
+    for key in dict.fromkeys([run.script, *run.files] if run_files else []):
         if not CONFIGMAP_KEY.fullmatch(key) or len(key) > 253:
             raise OptionError(f"{key!r} cannot be a ConfigMap key (letters, digits, '-', '_', '.'): rename it, or "
                              f"put the files in the image and use --no-files")
@@ -124,6 +143,10 @@ def configmap(run: RunDescription, name: str, metadata: dict) -> dict:
             import base64
 
             binary[key] = base64.b64encode(content).decode("ascii")
+    for key, text in (extra or {}).items():
+        if key in sizes:
+            raise OptionError(f"the run has a file named {key}, which kwnb needs for its own: rename it")
+        data[key], sizes[key] = text, len(text.encode("utf-8"))
     total = sum(sizes.values())
     if total > CONFIGMAP_LIMIT:
         listed = ", ".join(f"{key} {size_text(n)}" for key, n in sorted(sizes.items(), key=lambda kv: -kv[1]))
@@ -146,11 +169,20 @@ class _Dumper(yaml.SafeDumper):
     """Block style (|) for multi-line strings, so that the files in the ConfigMap stay readable."""
 
 
+class FlowList(list):
+    """A list written on one line, [1, 2, 3], e.g. 127 exit codes that would otherwise take 127 lines."""
+
+
 def _represent_str(dumper, value):
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
 
+def _represent_flow_list(dumper, value):
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True)
+
+
 _Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(FlowList, _represent_flow_list)
 
 
 def to_yaml(objects: list[dict]) -> str:

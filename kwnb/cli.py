@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("-n", "--workers", type=int, default=2, metavar="N")
     config.add_argument("--ps", type=int, default=0, metavar="K")
     config.add_argument("--index", type=int, default=None, metavar="I", help="only task I (0 is the chief)")
-    export = commands.add_parser("export", help="write a Kubernetes manifest (Kubeflow TFJob) for a run")
+    export = commands.add_parser("export", help="write Kubernetes objects for a run: an Indexed Job (--to job) or a Kubeflow TFJob (--to tfjob)")
     export.add_argument("run", help="run folder, or run name (its newest folder in .kwnb/runs or $KWNB_RUNS_DIR)")
     add_export_arguments(export)
     export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
@@ -44,14 +44,24 @@ def follow(run, out=None) -> None:
                 out.write(prefix + line + "\n")
         out.flush()
 
+    told: set = set()
+
+    def diagnoses() -> None:
+        for diagnosis in list(run.diagnoses):
+            if id(diagnosis) not in told:
+                told.add(id(diagnosis))
+                out.write(f"kwnb: {diagnosis.message}\n")
+
     while not run.done:
         drain()
+        diagnoses()
         time.sleep(0.2)
     drain()
+    diagnoses()
 
 
 def export_command(args) -> int:
-    """`kwnb export RUN --to tfjob --image IMAGE [-o FILE]`: the YAML on stdout, or in FILE."""
+    """`kwnb export RUN --to job|tfjob --image IMAGE [-o FILE]`: the YAML on stdout, or in FILE."""
     try:
         exported = export_run(find_run_dir(args.run), **export_options(args))
         path = write_manifest(exported, args.output) if args.output else None
@@ -63,7 +73,7 @@ def export_command(args) -> int:
     if path is None:
         sys.stdout.write(exported.yaml)
     else:
-        print(f"Wrote {path}: TFJob {exported.name!r} ({len(exported.objects)} objects)")
+        print(f"Wrote {path}: {exported.kind} {exported.name!r} ({len(exported.objects)} objects)")
         print(f"Start it with: kubectl apply -f {path}")
     return 0
 

@@ -26,6 +26,9 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
                              help="when a task fails: stop the others after a grace period (default), "
                                   "keep them running, or restart the cluster")),
     (("--max-restarts",), dict(type=int, default=3, metavar="K", help="restarts allowed with --on-failure restart")),
+    (("--stall-after",), dict(type=float, default=60.0, metavar="SECONDS",
+                              help="when no task has made progress for this long, say where each is blocked "
+                                   "(default 60; 0 turns it off)")),
     (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
     (("--backend",), dict(choices=tuple(BACKENDS), default="local",
                           help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
@@ -65,6 +68,7 @@ def launch_options(namespace: argparse.Namespace) -> dict:
         on_failure=namespace.on_failure,
         max_restarts=namespace.max_restarts,
         gpus=namespace.gpus,
+        stall_after=namespace.stall_after,
         launcher=make_launcher(namespace.backend, **backend_options),
     )
 

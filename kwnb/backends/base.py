@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import LaunchError
 from ..task.tf_config import TaskId
 
-__all__ = ["BOOTSTRAP", "LaunchError", "Launcher", "TaskLaunch", "TaskProcess"]
+__all__ = ["BOOTSTRAP", "LaunchError", "Launcher", "Sample", "TaskLaunch", "TaskProcess"]
 
 BOOTSTRAP = str(Path(__file__).parents[1] / "task" / "bootstrap.py")  # started by path: see its docstring
 
@@ -38,6 +38,14 @@ class TaskLaunch:
         self.argv = [self.python, "-u", BOOTSTRAP, self.script, *self.args]
 
 
+@dataclass
+class Sample:
+    """One look at a task's processes."""
+
+    rss: int  # bytes, the task's process and its children together
+    stopped: bool  # SIGSTOPped (or traced): alive, but not running
+
+
 class TaskProcess(ABC):
     """A started task: enough to poll it and to end it."""
 
@@ -48,6 +56,14 @@ class TaskProcess(ABC):
 
     @abstractmethod
     def signal(self, signum: int) -> None: ...
+
+    def sample(self) -> "Sample | None":
+        """The task's memory and state now, where this backend can see its processes (None if not)."""
+        return None
+
+    def signal_task(self, signum: int) -> None:
+        """Signal the task's own process only, not its children (e.g. to ask it for its stacks)."""
+        self.signal(signum)
 
     def tf_config(self) -> dict | None:
         """The TF_CONFIG the task made itself, where only it knows its address (a batch scheduler)."""

@@ -11,7 +11,7 @@ import psutil
 
 from ..engine.cluster import free_ports
 from ..task.tf_config import TaskId
-from .base import Launcher, TaskLaunch, TaskProcess
+from .base import Launcher, Sample, TaskLaunch, TaskProcess
 
 class LocalProcess(TaskProcess):
     def __init__(self, popen: subprocess.Popen):
@@ -35,6 +35,27 @@ class LocalProcess(TaskProcess):
             for child in psutil.Process(self.pid).children(recursive=True):
                 self._descendants.setdefault(child.pid, child)
         except psutil.Error:
+            pass
+
+    def sample(self) -> Sample | None:
+        if self._popen.returncode is not None:
+            return None
+        try:
+            main = psutil.Process(self.pid)
+            rss, stopped = main.memory_info().rss, main.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+        except psutil.Error:
+            return None
+        for child in list(self._descendants.values()):
+            try:
+                rss += child.memory_info().rss
+            except psutil.Error:
+                pass
+        return Sample(rss=rss, stopped=stopped)
+
+    def signal_task(self, signum: int) -> None:
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
             pass
 
     def signal(self, signum: int) -> None:

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import OptionError
+from . import diagnose
 
 if TYPE_CHECKING:
     from .run import Run
@@ -17,7 +18,9 @@ ON_FAILURE = ("stop", "keep", "restart")
 PORT_RETRIES = 3
 
 
-def check_options(on_failure: str, timeout: float | None) -> None:
+def check_options(on_failure: str, timeout: float | None, stall_after: float = 60.0) -> None:
+    if not isinstance(stall_after, (int, float)) or stall_after < 0:
+        raise OptionError(f"stall_after must be 0 (off) or a number of seconds, not {stall_after!r}")
     if on_failure not in ON_FAILURE:
         raise OptionError(f"on_failure must be one of {', '.join(ON_FAILURE)}, not {on_failure!r}")
     if timeout is not None and timeout <= 0:
@@ -39,7 +42,7 @@ def apply(run: "Run") -> None:
     alive = [task for task in run.workers if task.alive]
     if not alive:
         with run._lock:
-            run.reason = run.reason or f"{failed[0].id} failed with exit code {failed[0].returncode}"
+            run.reason = run.reason or failure(run, failed)
         return
     if run.on_failure == "keep":
         return
@@ -47,14 +50,22 @@ def apply(run: "Run") -> None:
     run._failed_at = run._failed_at or now
     if now - run._failed_at >= run.failure_grace:
         with run._lock:
-            run.reason = (f"{failed[0].id} failed with exit code {failed[0].returncode}; "
-                          f"stopped the others after {run.failure_grace:g} s")
+            run.reason = f"{failure(run, failed)}; stopped the others after {run.failure_grace:g} s"
         run._stop_all()
+
+
+def failure(run: "Run", failed: list) -> str:
+    """Where the failure started: the task a diagnosis blames (it raised or was killed), not the first to exit."""
+    cause = diagnose.origin(run)
+    if cause is not None:
+        return cause.message
+    return f"{failed[0].id} failed with exit code {failed[0].returncode}"
 
 
 def _relaunch_on_new_ports(run: "Run", failed: list) -> bool:
     """A port kwnb chose was taken before TensorFlow bound it: the same cluster on new ports."""
-    clashed = [task for task in failed if task.bind_failed]
+    # Only a port kwnb chose: a script that sets its own TF_CONFIG would clash again on every relaunch.
+    clashed = [task for task in failed if task.bind_failed and task.signals.tf_config_set is None]
     if not clashed or run.port_retries >= PORT_RETRIES:
         return False
     with run._lock:

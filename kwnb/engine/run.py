@@ -18,22 +18,24 @@ import json
 import os
 import shlex
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 from ..backends import Launcher, TaskLaunch, make_launcher
-from ..errors import NotPossible, OptionError, UnknownTask
+from ..errors import NotPossible, UnknownTask
 from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RunFolder, default_runs_dir, new_run_dir,
                               write_description)
 from ..task.tf_config import TaskId
 from . import cluster as clusters
-from . import policy
+from . import diagnose, policy
+from .inputs import check_script, find_python
+from . import stacks as stack_dumps
 from .task import Task
 
 POLL_SECONDS = 0.1
+DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
 
 
 class Run:
@@ -61,16 +63,18 @@ class Run:
         launcher: Launcher | str = "local",
         files: list[str | os.PathLike] | None = None,
         on_end: list[Callable[["Run"], None]] | None = None,
+        stall_after: float = 60.0,
     ):
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
         self.name = name or self.script.stem
         self.task_ids = clusters.plan_tasks(n, ps=ps)
-        _check_script(self.script)
-        self.python = _find_python(python)
+        check_script(self.script)
+        self.python = find_python(python)
         self.args = shlex.split(args) if isinstance(args, str) else list(args or [])
         self.user_env = dict(env or {})
-        policy.check_options(on_failure, timeout)
+        policy.check_options(on_failure, timeout, stall_after)
+        self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
         self.timeout, self.on_failure, self.max_restarts = timeout, on_failure, max_restarts
         self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
         self.launcher = make_launcher(launcher) if isinstance(launcher, str) else launcher
@@ -79,6 +83,7 @@ class Run:
         self.folder = RunFolder(self.dir)
         # What ran, even if the cells change later: the script and the helper modules of the job.
         self.files = [Path(f).resolve() for f in files or []]
+        self.user_files = (str(self.script), *map(str, self.files))  # whose frames a diagnosis names
         for path in [self.script, *self.files]:
             if path.is_file():
                 shutil.copy2(path, self.dir / path.name)
@@ -94,6 +99,8 @@ class Run:
         self.reason = ""  # why the run ended early, in words
         self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
         self.timed_out = False
+        self.diagnoses: list[diagnose.Diagnosis] = []  # what kwnb found wrong, in one sentence each
+        self._diagnosed_at = 0.0
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._lock = threading.RLock()
@@ -106,7 +113,7 @@ class Run:
     def _make_tasks(self, keep_lines: int) -> list[Task]:
         replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
         tasks = [Task(i, task_id, self.folder.log(task_id.type, task_id.index), self.folder.metrics(i), keep_lines,
-                      step_scale=1.0 / replicas)
+                      step_scale=1.0 / replicas, user_files=self.user_files)
                  for i, task_id in enumerate(self.task_ids)]
         # Under ParameterServerStrategy the chief is the coordinator (the notebook), not a task here.
         tasks[0].is_chief = not any(task_id.type == "ps" for task_id in self.task_ids)
@@ -160,6 +167,8 @@ class Run:
                 task._started(process, config)
 
     def _launch_of(self, task: Task, config: dict) -> TaskLaunch:
+        for stale in (self.folder.stacks(task.position), self.folder.tf_config_set(task.position)):
+            stale.unlink(missing_ok=True)  # the last attempt's: its stacks file also says "ready for signals"
         return TaskLaunch(task.id, self.python, str(self.script), self.args, self._env(task, config), str(self.cwd),
                           task.log_path)
 
@@ -185,6 +194,7 @@ class Run:
             while True:
                 with self._control:
                     self._refresh()
+                    self._diagnose()
                     policy.apply(self)
                     if all(task.returncode is not None for task in self.workers):
                         break
@@ -192,6 +202,7 @@ class Run:
         finally:
             with self._control:
                 self._refresh()
+                self._diagnose(final=True)
             self.ended_at = time.time()
             self._finish()
 
@@ -200,6 +211,16 @@ class Run:
         seen = [task.observe() for task in self.workers]
         with self._lock:
             return any([task.apply(observation) for task, observation in zip(self.workers, seen)])
+
+    def _diagnose(self, final: bool = False) -> None:
+        # Once kwnb is ending the run, what held until then stays said (a stop must not erase "stalled").
+        final = final or self._stopping
+        now = time.time()
+        if final or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
+            self._diagnosed_at = now
+            found = diagnose.findings(self, now)  # outside the state lock: it may ask tasks for their stacks
+            with self._lock:
+                diagnose.merge(self, found, now, final=final)
 
     def _stop_all(self, count_as_stop: bool = True) -> None:
         self._stopping = count_as_stop
@@ -276,7 +297,14 @@ class Run:
                 chosen._started(process, chosen.tf_config)
                 self._failed_at = None
 
-    def _check_single_task_control(self, action: str) -> None:
+    def stacks(self, task: int | str | None = None, native: bool = False) -> dict[int, str]:
+        """Every thread's Python stack of each live task (or of one), by position; `native` adds py-spy's
+        native frames where py-spy is installed and allowed."""
+        chosen = self.workers if task is None else [self.task(task)]
+        with self._control:
+            return stack_dumps.capture(chosen, native=native)
+
+    def _check_single_task_control(self, action: str) -> None:  # Slurm signals a job's tasks together
         if not self.launcher.controls_single_tasks:
             raise NotPossible(f"cannot {action} one task under --backend {self.launcher.name}: kwnb can only "
                               f"signal the whole job there (%kw_stop {self.name} stops it)")
@@ -372,26 +400,3 @@ def _log_separator(task: Task, why: str) -> None:
     """Logs are appended across restarts, with a line that shows where each attempt begins."""
     with open(task.log_path, "ab") as log:
         log.write(f"\n===== kwnb: {why} =====\n".encode())
-
-
-def _check_script(script: Path) -> None:
-    if script.is_dir():
-        raise OptionError(f"{script} is a directory, not a Python script")
-    if not script.is_file():
-        raise OptionError(f"no script at {script}")
-    source = script.read_text(encoding="utf-8", errors="replace")
-    if not source.strip():
-        raise OptionError(f"{script.name} is empty: there is nothing to run")
-    try:
-        compile(source, str(script), "exec")
-    except SyntaxError as error:
-        raise OptionError(f"{script.name} line {error.lineno}: SyntaxError: {error.msg}") from None
-
-
-def _find_python(python: str | None) -> str:
-    if not python:
-        return sys.executable
-    found = shutil.which(python)
-    if not found:
-        raise OptionError(f"Python interpreter not found: {python}")
-    return found

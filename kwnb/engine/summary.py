@@ -30,6 +30,9 @@ def format_summary(run: "Run") -> str:
         lines.append(line)
         if worker.status == "failed":
             lines.extend("    | " + text for text in worker.screen.tail(5))
+    if run.diagnoses:
+        lines.append("diagnoses:")
+        lines.extend(f"  - {d.kind}: {d.message}" for d in run.diagnoses)
     lines.append(f"logs: {run.dir}")
     if run.curves_path:
         lines.append(f"curves: {run.curves_path}")

@@ -6,20 +6,22 @@ the port probe) without the run's state lock; `apply()` then updates what views 
 """
 from __future__ import annotations
 
+import json
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..backends.base import TaskProcess
+from ..backends.base import Sample, TaskProcess
+from ..task.runfolder import RunFolder
 from ..task.tf_config import TaskId, address_of
+from . import tf_messages as tf
 from .follow import FileFollower
 from .metrics import MetricsParser
 from .screen import TerminalScreen
 
-# What TensorFlow prints when its port was taken between kwnb choosing it and the worker binding it.
-BIND_FAILURE = "Could not start gRPC server"
 PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
+SAMPLE_SECONDS = 1.0  # memory and state: psutil costs ~1 ms a look; once a second is enough for a peak
 
 
 @dataclass
@@ -32,13 +34,51 @@ class Observation:
     tf_config: dict | None = None
     queued: bool = False
     port_open: bool = False
+    sample: Sample | None = None
+    tf_config_set: dict | None = None
+
+
+@dataclass
+class Signals:
+    """What one attempt of a task showed, for the diagnoses (engine/diagnose.py); reset at each start."""
+
+    server_at: float | None = None  # its gRPC server is up: it is joining
+    connected_at: float | None = None  # its coordination agent reached the service: it has joined
+    waiting: tf.WaitingForPeers | None = None  # the latest count (logged by the coordination leader only)
+    waiting_at: float | None = None  # when the leader's current wait began
+    peer_reports: list = field(default_factory=list)  # (time, Unhealthy | PeerUnavailable)
+    traceback: tuple | None = None  # (time, PythonTraceback): the last one
+    keras3: tuple | None = None  # (time, Keras3PerReplica)
+    bind_failure: tuple | None = None  # (time, BindFailure)
+    tf_config_set: dict | None = None  # {"tf_config": ..., "time": ...} when the script set its own
+    progress_at: float = 0.0  # the last new output or report
+    peak_rss: int = 0
+    stopped: bool = False  # SIGSTOPped at the last look
+
+    def record(self, events: list, now: float) -> None:
+        for event in events:
+            if isinstance(event, tf.ServerStarted):
+                self.server_at = self.server_at or now
+            elif isinstance(event, tf.AgentConnected):
+                self.connected_at = self.connected_at or now
+            elif isinstance(event, tf.WaitingForPeers):
+                self.waiting_at = (self.waiting_at or now) if event.waiting else None
+                self.waiting = event
+            elif isinstance(event, (tf.Unhealthy, tf.PeerUnavailable)):
+                self.peer_reports.append((now, event))
+            elif isinstance(event, tf.PythonTraceback):
+                self.traceback = (now, event)
+            elif isinstance(event, tf.Keras3PerReplica):
+                self.keras3 = (now, event)
+            elif isinstance(event, tf.BindFailure):
+                self.bind_failure = (now, event)
 
 
 class Task:
     """A task's process across restarts, with its log and what was read from it (public as Run.workers[i])."""
 
     def __init__(self, position: int, task_id: TaskId, log_path: Path, reports_path: Path, keep_lines: int,
-                 step_scale: float = 1.0):
+                 step_scale: float = 1.0, user_files: tuple = ()):
         self.position = position  # place in Run.workers; the chief is 0
         self.id = task_id
         self.index = task_id.index  # within its type: `ps 0` may be at position 2
@@ -54,8 +94,12 @@ class Task:
         self.restarts = 0
         self.screen = TerminalScreen(keep=keep_lines)
         self.metrics = MetricsParser(step_scale=step_scale)
-        self.bind_failed = False
         self.is_chief = False
+        self.signals = Signals()
+        self.killed_by_kwnb = False  # %kw_kill / Run.kill: a failure, but not a mysterious one
+        self._scanner = tf.TfLogScanner(user_files)
+        self._folder = RunFolder(log_path.parent)
+        self._sampled_at = float("-inf")
         self._log = FileFollower(log_path)
         self._reports = FileFollower(reports_path)
         self._process: TaskProcess | None = None
@@ -96,7 +140,16 @@ class Task:
         self._process, self.tf_config, self.pid = process, tf_config, process.pid
         self.returncode, self.ended_at, self.port_open_at = None, None, None
         self.status, self.started_at, self._stop_requested = "starting", time.time(), False
-        self.bind_failed = False
+        self.signals, self.killed_by_kwnb = Signals(progress_at=self.started_at), False
+
+    @property
+    def bind_failed(self) -> bool:
+        return self.signals.bind_failure is not None
+
+    @property
+    def stop_requested(self) -> bool:
+        """kwnb ended this task (a stop, a timeout, the failure policy, a re-run): not a mystery."""
+        return self._stop_requested
 
     def observe(self) -> Observation:
         """The slow half: read what is new. Touches only this task's followers and process handle."""
@@ -112,20 +165,28 @@ class Task:
         seen.tf_config = self.tf_config or self._process.tf_config() or {}
         seen.queued = self._process.queued()
         seen.port_open = self.port_open_at is not None or _accepts(seen.tf_config, self.id)
+        if time.monotonic() - self._sampled_at >= SAMPLE_SECONDS:
+            self._sampled_at = time.monotonic()
+            seen.sample = self._process.sample()
+            seen.tf_config_set = self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
         return seen
 
     def apply(self, seen: Observation) -> bool:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
-        changed = bool(seen.text or seen.reported)
+        changed, now = bool(seen.text or seen.reported), time.time()
         if seen.text:
             self.screen.feed(seen.text)
             self.metrics.feed(seen.text)
-            self.bind_failed = self.bind_failed or BIND_FAILURE in seen.text
+            self.signals.record(self._scanner.feed(seen.text), now)
         if seen.reported:
             self.metrics.feed_report_lines(seen.reported)
+        if changed:
+            self.signals.progress_at = now
+        self._apply_sample(seen)
         if self._process is None or self.returncode is not None:
             return changed
         if seen.returncode is not None:
+            self.signals.record(self._scanner.close(), now)
             self.returncode, self.ended_at = seen.returncode, time.time()
             self.status = "stopped" if self._stop_requested else ("finished" if seen.returncode == 0 else "failed")
             return True
@@ -139,6 +200,13 @@ class Task:
             changed, self.status = changed or status != self.status, status
         return changed
 
+    def _apply_sample(self, seen: Observation) -> None:
+        if seen.sample is not None:
+            self.signals.peak_rss = max(self.signals.peak_rss, seen.sample.rss)
+            self.signals.stopped = seen.sample.stopped
+        if seen.tf_config_set and self.signals.tf_config_set is None:
+            self.signals.tf_config_set = seen.tf_config_set
+
     def _stop(self, grace: float) -> None:
         if self._process is not None and self.returncode is None:
             self._stop_requested = True
@@ -148,6 +216,7 @@ class Task:
     def _kill(self) -> None:
         """SIGKILL, as a preempted machine would die: counts as a failure, not a stop."""
         if self._process is not None:
+            self.killed_by_kwnb = True
             self._process.signal(9)
 
     def __repr__(self) -> str:
@@ -156,6 +225,13 @@ class Task:
 
 
 Worker = Task  # the name README and earlier versions use; a run's tasks include ps and chief tasks too
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _accepts(tf_config: dict, task_id: TaskId) -> bool:

@@ -5,11 +5,10 @@ The training operator, not kwnb, gives each pod its TF_CONFIG; kwnb only describ
 from __future__ import annotations
 
 import copy
-import re
 
 from ..errors import OptionError
 from ..task.runfolder import RunDescription
-from .kubernetes import (DNS_1035_LABEL, check_image, check_namespace, check_workdir, configmap, container_command,
+from .kubernetes import (check_image, check_namespace, check_workdir, configmap, container_command, derive_name,
                          environment, mount_files, resources)
 
 # kwnb's task types as the TFJob spells its replica types, in the order the manifest lists them.
@@ -89,13 +88,4 @@ def _job(run: RunDescription, metadata: dict, pod_spec: dict, restart_policy: st
 def _job_name(given: str | None, run_name: str, counts: dict[str, int]) -> str:
     """A DNS-1035 label (the operator's rule for TFJob names) short enough for its pod and service names."""
     # Pods and services are named <job>-<type>-<index>, and a service name is at most 63 characters.
-    limit = 63 - max(len(f"-{t}-{n - 1}") for t, n in counts.items())
-    if given is not None:
-        if len(given) > limit or not DNS_1035_LABEL.fullmatch(given):
-            raise OptionError(f"--job-name must be lowercase letters, digits and '-', start with a letter, end with a "
-                             f"letter or digit, and have at most {limit} characters here, not {given!r}")
-        return given
-    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", run_name.lower())).strip("-")
-    if not name[:1].isalpha():
-        name = f"kwnb-{name}".rstrip("-")
-    return name[:limit].rstrip("-")
+    return derive_name(given, run_name, 63 - max(len(f"-{t}-{n - 1}") for t, n in counts.items()))

@@ -58,7 +58,18 @@ def log_html(worker) -> str:
             f'white-space:pre-wrap;word-break:break-all">{body}</pre></div>')
 
 
-def header_html(worker) -> str:
+def diagnoses_html(diagnoses) -> str:
+    """The banner above the tabs (and on a task's tab): one line per diagnosis, in words."""
+    if not diagnoses:
+        return ""
+    rows = "".join(f"<div>&#9888; <b>{html.escape(d.kind.replace('_', ' '))}</b>: {html.escape(d.message)}</div>"
+                   for d in diagnoses)
+    # A translucent red behind the theme's own text colour: readable on light and dark themes alike.
+    return (f'<div style="border-left:4px solid #c62828;background:rgba(198,40,40,0.10);padding:3px 8px;'
+            f'margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>')
+
+
+def header_html(worker, diagnoses=()) -> str:
     parts = [badge(worker.status), f"<b>{html.escape(worker_label(worker).split(':')[0])}</b>",
              html.escape(worker.where), f"{worker.elapsed:.1f} s"]
     if worker.returncode is not None:
@@ -67,7 +78,7 @@ def header_html(worker) -> str:
         parts.append(f"restarts {worker.restarts}")
     if worker.tf_config:
         parts.append(f"<code>{html.escape(worker.address)}</code>")
-    return " &nbsp;·&nbsp; ".join(parts)
+    return " &nbsp;·&nbsp; ".join(parts) + diagnoses_html([d for d in diagnoses if d.task == worker.position])
 
 
 class Dashboard:
@@ -80,6 +91,7 @@ class Dashboard:
         self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
                                           tooltip="Stop every task of this run (TERM, then KILL)")
         self.stop_button.on_click(lambda _: threading.Thread(target=run.stop, daemon=True).start())
+        self.banner = widgets.HTML()
         self.headers = [widgets.HTML() for _ in run.workers]
         self.progress = [widgets.FloatProgress(value=0, min=0, max=1, description="", bar_style="info",
                                                layout=widgets.Layout(width="60%")) for _ in run.workers]
@@ -98,7 +110,7 @@ class Dashboard:
                                  "{flex:0 0 auto}</style>", layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),
-                                    self.tabs, self.curves_note, self.curves, tab_width])
+                                    self.banner, self.tabs, self.curves_note, self.curves, tab_width])
         self.widget.add_class("kwnb-dashboard")
         self._curves_key = None
         self._curves_at = 0.0
@@ -116,11 +128,14 @@ class Dashboard:
                   + (f" &nbsp;·&nbsp; {html.escape(run.reason)}" if run.reason else ""))
         self.stop_button.disabled = run.done
         with run._lock:
-            titles = tuple(worker_label(w) for w in run.workers)
+            diagnoses = list(run.diagnoses)
+            marked = {d.task for d in diagnoses}
+            titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.workers)
             if tuple(self.tabs.titles) != titles:
                 self.tabs.titles = titles
+            self._set(self.banner, "value", diagnoses_html(diagnoses))
             for i, worker in enumerate(run.workers):
-                self._set(self.headers[i], "value", header_html(worker))
+                self._set(self.headers[i], "value", header_html(worker, diagnoses))
                 fraction, label = worker.metrics.progress()
                 if fraction is not None:
                     self._set(self.progress[i], "value", fraction)

@@ -207,6 +207,25 @@ class KwnbMagics(Magics):
     @line_magic
     @magic_arguments()
     @argument("name", help="run name")
+    @argument("task", nargs="?", default=None, help="one task, by position or name (default: every live task)")
+    @argument("--native", action="store_true", help="add native frames from py-spy, where it is installed")
+    def kw_stack(self, line):
+        """Every thread's Python stack of each live task: where a stuck task is blocked.
+
+        Each task dumps its stacks itself (faulthandler, on a signal kwnb sends), so no privileges are needed.
+        """
+        args = self._parse(self.kw_stack, line)
+        run = _run(args.name)
+        position = _task(run, args.task).position if args.task else None
+        dumps = run.stacks(position, native=args.native)
+        if not dumps:
+            print(f"kwnb: no task of {run.name!r} can show its stacks now (it has ended, or has not started yet)")
+        for at, text in dumps.items():
+            print(f"===== {run.workers[at].id} (pid {run.workers[at].pid}) =====\n{text.rstrip()}")
+
+    @line_magic
+    @magic_arguments()
+    @argument("name", help="run name")
     @argument("task", help=TASK_HELP)
     def kw_kill(self, line):
         """SIGKILL one task, as if its machine were preempted; the run's --on-failure policy follows."""
@@ -275,12 +294,13 @@ class KwnbMagics(Magics):
     @magic_arguments()
     @argument("name", help="a run of this kernel, or a run folder")
     @_export_arguments
-    @argument("-o", "--output", default=None, metavar="FILE", help="where to write (default: NAME-tfjob.yaml here)")
+    @argument("-o", "--output", default=None, metavar="FILE", help="where to write (default: NAME-TARGET.yaml here, e.g. main-job.yaml)")
     def kw_export(self, line):
-        """Write a Kubeflow TFJob manifest for a run: replicas per task type, image, command, the job's files.
+        """Write Kubernetes objects for a run: a plain Indexed Job and headless Service (--to job, no operator
+        needed) or a Kubeflow TFJob (--to tfjob).
 
         The files (the script and %%kw_file modules) go into a ConfigMap in the same YAML. Prints where
-        the file is and the kubectl line that starts the job on a cluster with the training operator.
+        the file is and the kubectl line that starts the job.
         """
         args = self._parse(self.kw_export, line)
         try:
@@ -290,7 +310,7 @@ class KwnbMagics(Magics):
             raise UsageError(str(error)) from None
         for note in exported.notes:
             print(f"kwnb: {note}")
-        print(f"Wrote {path}: TFJob {exported.name!r} ({len(exported.objects)} objects)")
+        print(f"Wrote {path}: {exported.kind} {exported.name!r} ({len(exported.objects)} objects)")
         print(f"Start it with: kubectl apply -f {path}")
 
     @staticmethod

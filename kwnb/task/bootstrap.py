@@ -1,10 +1,14 @@
-"""Runs a worker's script as `python script.py` would, with a watchdog on the process that started it.
+"""Runs a worker's script as `python script.py` would, with a watchdog on the process that started it,
+and the two things kwnb's diagnoses need from inside: every thread's stack on a signal
+(faulthandler, into the run folder, not the log) and the TF_CONFIG the script sets itself, if it does.
 
 Started by path (not `-m kwnb...`), so it needs only the standard library and works with any
 `--python`; `import kwnb` here loads only the task side (kwnb/task/), never the engine. If the
 kernel dies, even by SIGKILL where no atexit handler runs, the worker is re-parented; the watchdog
 sees that and ends the worker's whole process group.
 """
+import faulthandler
+import json
 import os
 import signal
 import sys
@@ -42,6 +46,7 @@ def main() -> None:
         from kwnb.task import slurm_env as slurm
 
         slurm.enter()  # before anything prints: from here on, output goes to the task's log
+    _instrument()
     with open(script, "rb") as handle:
         code = compile(handle.read(), script, "exec")
     module = types.ModuleType("__main__")
@@ -59,6 +64,33 @@ def main() -> None:
         raise
     finally:
         slurm.record_exit(exit_code)
+
+
+def _instrument() -> None:
+    """Stacks on a signal, crashes' stacks in the log, and a record of a TF_CONFIG the script sets."""
+    from kwnb.task.runfolder import POSITION_ENV, RUN_DIR_ENV, STACKS_SIGNAL_NAME, RunFolder
+
+    faulthandler.enable()  # a segfault or abort prints every thread's stack into the log
+    run_dir, position = os.environ.get(RUN_DIR_ENV), os.environ.get(POSITION_ENV)
+    if not run_dir or position is None:
+        return
+    folder = RunFolder(run_dir)
+    try:  # kept open for the process's life: faulthandler writes from a signal handler
+        stacks = open(folder.stacks(position), "a")
+    except OSError:
+        return
+    faulthandler.register(getattr(signal, STACKS_SIGNAL_NAME), file=stacks, all_threads=True)
+    given = os.environ.get("TF_CONFIG")
+
+    def watch_tf_config(event, args):
+        # os.environ[...] = ... calls putenv, which raises this audit event; one string compare per event.
+        if event == "os.putenv" and args[0] in ("TF_CONFIG", b"TF_CONFIG"):
+            value = args[1].decode() if isinstance(args[1], bytes) else args[1]
+            if value != given:
+                with open(folder.tf_config_set(position), "w") as record:
+                    json.dump({"tf_config": value, "time": time.time()}, record)
+
+    sys.addaudithook(watch_tf_config)
 
 
 if __name__ == "__main__":

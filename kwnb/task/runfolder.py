@@ -9,6 +9,8 @@ spelled here only, in standard-library code both sides can import.
         main.py, helpers.py      copies of the script and the %%kw_file modules, as they were
         <type>-<index>.log       each task's stdout and stderr, appended across restarts
         metrics-<position>.jsonl rows from kwnb.report()
+        stacks-<position>.txt    Python stacks the task dumps on STACKS_SIGNAL (faulthandler)
+        tf-config-<position>.json  the TF_CONFIG the script set itself, if it did
         summary.txt, curves.png  written by the views when the run ends
         job.sh, slurm-<job>.out, slurm-task-<position>.json, slurm-exit-<position>, slurm-heartbeat  (Slurm)
 """
@@ -34,6 +36,10 @@ SLURM_TASKS_ENV = "KWNB_SLURM_TASKS"  # JSON list, in kwnb's order: [{"type", "i
 SLURM_PORT_BASE_ENV = "KWNB_SLURM_PORT_BASE"
 SLURM_HEARTBEAT_ENV = "KWNB_SLURM_HEARTBEAT"  # a file the engine touches every second while it follows the job
 SLURM_HEARTBEAT_STALE_ENV = "KWNB_SLURM_HEARTBEAT_STALE"  # seconds; tests shorten it
+# The task dumps every thread's Python stack to its stacks file on this signal (SIGUSR2: neither
+# Python nor TensorFlow uses it). Sent only once that file exists: before the bootstrap registers
+# the handler, SIGUSR2 would end the task.
+STACKS_SIGNAL_NAME = "SIGUSR2"
 # Variables that belong to one task or to the launching machine, never to a whole job.
 PER_TASK_ENV = ("TF_CONFIG", POSITION_ENV, PARENT_PID_ENV)
 
@@ -56,6 +62,12 @@ class RunFolder:
 
     def metrics(self, position: int) -> Path:
         return self.path / f"metrics-{position}.jsonl"
+
+    def stacks(self, position: int | str) -> Path:
+        return self.path / f"stacks-{position}.txt"
+
+    def tf_config_set(self, position: int | str) -> Path:
+        return self.path / f"tf-config-{position}.json"
 
     @property
     def description(self) -> Path:

@@ -1,0 +1,89 @@
+"""Every thread's Python stack of a live task, on demand and without privileges.
+
+The bootstrap registers faulthandler on STACKS_SIGNAL (kwnb/task/bootstrap.py); kwnb sends that signal
+to the task's own process and reads what it appended to its stacks file in the run folder (not its
+log). faulthandler shows Python frames only (at most 100 frames and 100 threads). Where py-spy is
+installed and allowed to attach, its native frames are added; kwnb never needs it.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+from ..task.runfolder import STACKS_SIGNAL_NAME
+
+if TYPE_CHECKING:
+    from .task import Task
+
+DUMP_SECONDS = 3.0  # a dump is written from the signal handler within milliseconds; a busy machine is slower
+SETTLE_SECONDS = 0.2  # a dump is complete once its file stops growing for this long
+_FRAME = re.compile(r'\s+File "(.*)", line (\d+) in (\S+)')
+
+
+def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
+    """{position: stacks text} of every live task that can dump its stacks (its bootstrap is ready)."""
+    offsets = {}
+    for task in tasks:
+        path = task._folder.stacks(task.position)
+        if task.alive and task._process is not None and path.exists():
+            offsets[task.position] = (task, path, path.stat().st_size)
+            task._process.signal_task(getattr(signal, STACKS_SIGNAL_NAME))
+    dumps = _collect(offsets)
+    if native and shutil.which("py-spy"):
+        for position, (task, _, _) in offsets.items():
+            dumps[position] = dumps.get(position, "") + _py_spy(task.pid)
+    return dumps
+
+
+def _collect(offsets: dict) -> dict[int, str]:
+    deadline, sizes, settled_at, dumps = time.monotonic() + DUMP_SECONDS, {}, {}, {}
+    while offsets.keys() - dumps.keys() and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for position, (task, path, start) in offsets.items():
+            size = path.stat().st_size if path.exists() else start
+            if size > start and size == sizes.get(position):
+                if time.monotonic() - settled_at[position] >= SETTLE_SECONDS:
+                    with open(path, "rb") as handle:
+                        handle.seek(start)
+                        dumps[position] = handle.read(size - start).decode("utf-8", errors="replace")
+            elif size != sizes.get(position):
+                sizes[position], settled_at[position] = size, time.monotonic()
+    return dumps
+
+
+def _py_spy(pid: int | None) -> str:
+    try:
+        result = subprocess.run(["py-spy", "dump", "--native", "--pid", str(pid)], capture_output=True, text=True,
+                                timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    if result.returncode != 0:
+        return f"\n(py-spy could not attach: {result.stderr.strip().splitlines()[-1:] or ['no reason']})\n"
+    return "\npy-spy --native:\n" + result.stdout
+
+
+def threads(text: str) -> list[list[tuple[str, int, str]]]:
+    """The dump's threads, each a list of (file, line, function), innermost first (as faulthandler prints)."""
+    found: list[list] = []
+    for line in text.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            found.append([])
+        elif found and (match := _FRAME.match(line)):
+            found[-1].append((match.group(1), int(match.group(2)), match.group(3)))
+    return found
+
+
+def blocked_at(text: str, user_files: tuple = ()) -> str | None:
+    """Where the main thread waits: its innermost frame in the user's files, else its innermost frame."""
+    stacks = threads(text)
+    # The main thread is the one that runs the bootstrap (outermost frame); else the longest.
+    main = next((s for s in stacks if s and s[-1][0].endswith("bootstrap.py")), None) or max(stacks, key=len, default=None)
+    if not main:
+        return None
+    names = tuple(str(f) for f in user_files)
+    frame = next((f for f in main if names and f[0].endswith(names)), None) or main[0]
+    return f"{frame[0].rpartition('/')[2]} line {frame[1]}, in {frame[2]}"

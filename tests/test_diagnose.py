@@ -1,0 +1,163 @@
+"""Diagnoses on real 2-worker tf-keras runs (tests/scripts/diagnose_fit.py): one per kind, and none for a clean run.
+
+Timeliness is checked against the time kwnb itself saw the event (a diagnosis's `since` against the task's
+exit or the start of its wait), never against the wall clock of a busy test machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kwnb
+from kwnb.engine.cluster import free_ports
+from kwnb.engine.stacks import blocked_at
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
+
+
+def launch(tmp_path, mode, *extra, **options):
+    options.setdefault("stall_after", 60)
+    return kwnb.launch(SCRIPT, n=2, name=mode, args=" ".join([mode, *extra]), runs_dir=tmp_path / "runs",
+                       cwd=tmp_path, **options)
+
+
+def wait_until(condition, timeout=90.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def kinds(run):
+    return sorted((d.kind, d.task) for d in run.diagnoses)
+
+
+def test_a_clean_run_has_no_diagnoses(tmp_path):
+    run = launch(tmp_path, "clean")
+    assert run.wait(120) == [0, 0], run.summary()
+    assert run.diagnoses == [] and run.reason == ""
+    assert "diagnoses:" not in run.summary()
+
+
+def test_an_exception_names_the_task_that_raised_and_its_line(tmp_path):
+    run = launch(tmp_path, "raise")
+    run.wait(120)
+    assert ("error", 1) in kinds(run) and ("peer_lost", 1) in kinds(run), run.summary()
+    assert not any(d.kind == "error" and d.task == 0 for d in run.diagnoses)  # the chief only failed second
+    error = next(d for d in run.diagnoses if d.kind == "error")
+    assert "ValueError: bad batch on worker 1" in error.message
+    assert "diagnose_fit.py line 45, in on_batch_end" in error.message
+    assert any("ValueError" in line for line in error.evidence)
+    assert error.since - run.workers[1].ended_at < 5
+    assert run.reason.startswith("worker 1 failed with ValueError"), run.reason
+    assert run.summary().splitlines()[0].endswith(f"({run.reason})")
+
+
+def test_a_kill_from_outside_is_killed_with_its_peak_memory(tmp_path):
+    run = launch(tmp_path, "clean", "400")
+    assert wait_until(lambda: run.workers[1].signals.connected_at and run.workers[1].signals.peak_rss), run.summary()
+    time.sleep(1)
+    os.kill(run.workers[1].pid, signal.SIGKILL)
+    run.wait(120)
+    assert ("killed", 1) in kinds(run) and ("peer_lost", 1) in kinds(run), run.summary()
+    killed = next(d for d in run.diagnoses if d.kind == "killed")
+    assert "worker 1 was killed by SIGKILL from outside kwnb; peak memory" in killed.message
+    assert killed.since - run.workers[1].ended_at < 5
+    assert run.reason.startswith("worker 1 was killed by SIGKILL"), run.reason
+    assert not any(d.kind in ("error", "killed") and d.task == 0 for d in run.diagnoses)
+
+
+def test_what_kwnb_ends_is_not_a_mystery(tmp_path):
+    """%kw_kill (Run.kill) and kwnb's own stop are failures or stops, never `killed`."""
+    run = launch(tmp_path, "clean", "400")
+    assert wait_until(lambda: run.workers[1].signals.connected_at), run.summary()
+    run.kill(1)
+    run.wait(120)
+    assert not any(d.kind == "killed" for d in run.diagnoses), run.summary()
+    timed = launch(tmp_path, "clean", "4000", timeout=15)
+    timed.wait(120)
+    assert timed.status == "failed" and timed.timed_out
+    assert not any(d.kind in ("killed", "error") for d in timed.diagnoses), timed.summary()
+
+
+def test_a_late_worker_is_named_while_the_chief_waits_and_forgotten_once_it_joins(tmp_path):
+    run = launch(tmp_path, "late")
+    assert wait_until(lambda: any(d.kind == "waiting_for_peers" for d in run.diagnoses), 60), run.summary()
+    waiting = next(d for d in run.diagnoses if d.kind == "waiting_for_peers")
+    assert waiting.task == 1 and "worker 0 has waited" in waiting.message and "is still starting" in waiting.message
+    assert waiting.since - run.workers[0].signals.waiting_at < 15
+    assert run.wait(120) == [0, 0], run.summary()
+    assert run.diagnoses == []
+
+
+def test_a_stall_says_where_each_task_is_blocked(tmp_path):
+    run = launch(tmp_path, "stall", stall_after=8)
+    try:
+        assert wait_until(lambda: any(d.kind == "stalled" for d in run.diagnoses), 90), run.summary()
+        stalled = next(d for d in run.diagnoses if d.kind == "stalled")
+        last_output = max(task.signals.progress_at for task in run.workers)
+        assert stalled.since - last_output < 8 + 10
+        assert "worker 1 in diagnose_fit.py line 47, in on_batch_end" in stalled.message, stalled.message
+        assert "worker 0 in diagnose_fit.py" in stalled.message
+        stacks = run.stacks()
+        assert set(stacks) == {0, 1} and "on_batch_end" in stacks[1] and "Thread 0x" in stacks[1]
+        assert "===== " not in run.logs(1)  # stacks go to the run folder, not into the log
+    finally:
+        run.stop()
+    assert any(d.kind == "stalled" for d in run.diagnoses)  # still said after the stop
+
+
+def test_keras3_is_named_as_such(tmp_path):
+    run = launch(tmp_path, "keras3", env={"TF_USE_LEGACY_KERAS": "0"})
+    run.wait(120)
+    assert {kind for kind, _ in kinds(run)} >= {"keras3"}, run.summary()
+    assert not any(d.kind == "error" for d in run.diagnoses)
+    assert "keras-team/keras#20585" in run.reason
+
+
+def test_a_script_that_sets_its_own_tf_config_is_told_so_and_not_relaunched(tmp_path):
+    ports = free_ports(2)
+    run = launch(tmp_path, "own", f"{ports[0]},{ports[0]}")  # both tasks on one port: the second cannot bind
+    run.wait(120)
+    found = [d for d in run.diagnoses if d.kind == "tf_config_overridden"]
+    assert found and f"localhost:{ports[0]}" in found[0].message, run.summary()
+    assert run.port_retries == 0 and not any(d.kind == "port_taken" for d in run.diagnoses)
+    recorded = json.loads((run.dir / f"tf-config-{found[0].task}.json").read_text())
+    assert json.loads(recorded["tf_config"])["cluster"]["worker"][0] == f"localhost:{ports[0]}"
+
+
+def test_a_stopped_peer_is_lost_while_its_process_lives(tmp_path):
+    run = launch(tmp_path, "clean", "400")
+    assert wait_until(lambda: run.workers[1].signals.connected_at), run.summary()
+    time.sleep(1)
+    os.kill(run.workers[1].pid, signal.SIGSTOP)
+    try:
+        assert wait_until(lambda: any(d.kind == "peer_lost" for d in run.diagnoses), 60), run.summary()
+        lost = next(d for d in run.diagnoses if d.kind == "peer_lost")
+        assert lost.task == 1 and "SIGSTOP" in lost.message
+    finally:
+        os.kill(run.workers[1].pid, signal.SIGCONT)
+        run.stop()
+
+
+def test_blocked_at_reads_faulthandler_dumps():
+    dump = ('Thread 0x00007f01 (most recent call first):\n'
+            '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n\n'
+            'Current thread 0x00007f00 (most recent call first):\n'
+            '  File "/x/site-packages/tensorflow/python/eager/context.py", line 600 in ensure_initialized\n'
+            '  File "/job/main.py", line 17 in on_batch_end\n'
+            '  File "/job/main.py", line 30 in <module>\n'
+            '  File "/repo/kwnb/task/bootstrap.py", line 60 in main\n'
+            '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
+    assert blocked_at(dump, ("/job/main.py",)) == "main.py line 17, in on_batch_end"
+    assert blocked_at(dump) == "context.py line 600, in ensure_initialized"
+    assert blocked_at("") is None

@@ -128,6 +128,17 @@ class MetricsParser:
             epoch = row["epoch"] if row.get("epoch") is not None else (self.epoch if self.epoch is not None else 0)
             self.steps.append({"epoch": int(epoch), "step": int(row["step"]), **metrics})
 
+    def feed_rows(self, epochs=(), steps=(), steps_per_epoch: int | None = None) -> None:
+        """Rows read elsewhere (TensorBoard event files): explicit, so merged as kwnb.report() rows are.
+
+        `steps_per_epoch` places step rows on the epoch axis where no progress bar told it."""
+        for row in [*epochs, *steps]:
+            self.add_reported(row)
+        if steps_per_epoch and not self.steps_per_epoch:
+            self.steps_per_epoch = steps_per_epoch
+        while len(self.steps) > MAX_STEP_ROWS:  # thinned as parsed steps are, so memory stays flat
+            self.steps = self.steps[::2]
+
     def feed_report_lines(self, text: str) -> None:
         text = self._pending_reports + text
         complete, _, self._pending_reports = text.rpartition("\n")  # a half-written line waits for its end

@@ -29,6 +29,9 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
     (("--stall-after",), dict(type=float, default=60.0, metavar="SECONDS",
                               help="when no task has made progress for this long, say where each is blocked "
                                    "(default 60; 0 turns it off)")),
+    (("--logdir",), dict(default=None, metavar="DIR",
+                         help="where the tasks write TensorBoard event files, if not under the working directory; "
+                              "their scalars become curves")),
     (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
     (("--backend",), dict(choices=tuple(BACKENDS), default="local",
                           help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
@@ -69,6 +72,7 @@ def launch_options(namespace: argparse.Namespace) -> dict:
         max_restarts=namespace.max_restarts,
         gpus=namespace.gpus,
         stall_after=namespace.stall_after,
+        logdir=namespace.logdir,
         launcher=make_launcher(namespace.backend, **backend_options),
     )
 

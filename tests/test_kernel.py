@@ -61,6 +61,10 @@ def test_saved_widgets_show_the_finished_run(executed):
     assert len(logs) == 2 and all("Epoch 3/3" in log and "DONE" in log for log in logs)
     # Rendered as a terminal would: the final progress line, not thousands of \b fragments.
     assert all("\b" not in log and "20/20 [==============================]" in log for log in logs)
-    (image,) = by_name["ImageModel"]
-    png = base64.b64decode(image["buffers"][0]["data"])
-    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    curves, timeline = by_name["ImageModel"]  # in the order the dashboard makes them
+    for image in (curves, timeline):
+        png = base64.b64decode(image["buffers"][0]["data"])
+        assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    (overview,) = [m["state"]["value"] for m in by_name["HTMLModel"] if "kwnb-overview" in m["state"]["value"]
+                   and "<table" in m["state"]["value"]]
+    assert overview.count("<tr>") == 3 and overview.count("FINISHED") == 2 and "peak" in overview

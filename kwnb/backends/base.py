@@ -44,6 +44,7 @@ class Sample:
 
     rss: int  # bytes, the task's process and its children together
     stopped: bool  # SIGSTOPped (or traced): alive, but not running
+    cpu: float = 0.0  # seconds of CPU (user + system) used so far, the process and its children
 
 
 class TaskProcess(ABC):

@@ -42,15 +42,17 @@ class LocalProcess(TaskProcess):
             return None
         try:
             main = psutil.Process(self.pid)
-            rss, stopped = main.memory_info().rss, main.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+            with main.oneshot():
+                rss, cpu = main.memory_info().rss, sum(main.cpu_times()[:2])
+                stopped = main.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
         except psutil.Error:
             return None
         for child in list(self._descendants.values()):
             try:
-                rss += child.memory_info().rss
+                rss, cpu = rss + child.memory_info().rss, cpu + sum(child.cpu_times()[:2])
             except psutil.Error:
                 pass
-        return Sample(rss=rss, stopped=stopped)
+        return Sample(rss=rss, stopped=stopped, cpu=cpu)
 
     def signal_task(self, signum: int) -> None:
         try:

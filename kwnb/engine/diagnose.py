@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from . import stacks as stack_dumps
 from . import tf_messages as tf
+from .summary import megabytes
 
 if TYPE_CHECKING:
     from .run import Run
@@ -162,7 +163,7 @@ def killed(task: "Task") -> Diagnosis | None:
     number = -code if code < 0 else 9
     name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
     peak = task.signals.peak_rss
-    memory = f"; peak memory {_megabytes(peak)}" if peak else ""
+    memory = f"; peak memory {megabytes(peak)}" if peak else ""
     hint = ""
     if number == signal.SIGKILL and _memory_was_high(peak):
         hint = ": the system may have run out of memory (the OOM killer sends SIGKILL); try fewer workers or " \
@@ -241,10 +242,6 @@ def _ended(task: "Task") -> str:
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
         return f"was killed by {name}"
     return "exited normally" if code == 0 else f"crashed (exit code {code})"
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
 
 
 def _memory_was_high(peak: int) -> bool:

@@ -8,7 +8,6 @@ Epochs are numbered from 0, as in Keras's `History.epoch`.
 from __future__ import annotations
 
 import json
-import math
 import re
 
 _TOKENS = re.compile(

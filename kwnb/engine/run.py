@@ -24,21 +24,22 @@ from pathlib import Path
 from typing import Callable
 
 from ..backends import Launcher, TaskLaunch, make_launcher
-from ..errors import NotPossible, UnknownTask
+from ..errors import NotPossible
 from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RunFolder, default_runs_dir, new_run_dir,
                               write_description)
-from ..task.tf_config import TaskId
 from . import cluster as clusters
 from . import diagnose, policy
 from .inputs import check_script, find_python
+from .tensorboard import TensorBoardScalars
 from . import stacks as stack_dumps
+from .reading import RunReading
 from .task import Task
 
 POLL_SECONDS = 0.1
 DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
 
 
-class Run:
+class Run(RunReading):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
     def __init__(
@@ -64,6 +65,7 @@ class Run:
         files: list[str | os.PathLike] | None = None,
         on_end: list[Callable[["Run"], None]] | None = None,
         stall_after: float = 60.0,
+        logdir: str | os.PathLike | None = None,
     ):
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
@@ -75,18 +77,15 @@ class Run:
         self.user_env = dict(env or {})
         policy.check_options(on_failure, timeout, stall_after)
         self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
+        # Where the tasks write TensorBoard event files, besides the run folder and the working directory.
+        self.logdir = (self.cwd / logdir).resolve() if logdir else None
         self.timeout, self.on_failure, self.max_restarts = timeout, on_failure, max_restarts
         self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
         self.launcher = make_launcher(launcher) if isinstance(launcher, str) else launcher
         self.launcher.check()
         self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
         self.folder = RunFolder(self.dir)
-        # What ran, even if the cells change later: the script and the helper modules of the job.
-        self.files = [Path(f).resolve() for f in files or []]
-        self.user_files = (str(self.script), *map(str, self.files))  # whose frames a diagnosis names
-        for path in [self.script, *self.files]:
-            if path.is_file():
-                shutil.copy2(path, self.dir / path.name)
+        self.files = self._keep_files(files or [])
         self.workers = self._make_tasks(keep_lines)
         self._write_description()
         self.on_end: list[Callable[[Run], None]] = list(on_end or [])  # called once, after every task ended
@@ -109,6 +108,15 @@ class Run:
         self._stopping = False
         self._failed_at: float | None = None
         self._thread: threading.Thread | None = None
+
+    def _keep_files(self, files: list) -> list[Path]:
+        """What ran, even if the cells change later: the script and the job's helper modules, copied."""
+        kept = [Path(f).resolve() for f in files]
+        self.user_files = (str(self.script), *map(str, kept))  # whose frames a diagnosis names
+        for path in [self.script, *kept]:
+            if path.is_file():
+                shutil.copy2(path, self.dir / path.name)
+        return kept
 
     def _make_tasks(self, keep_lines: int) -> list[Task]:
         replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
@@ -144,6 +152,9 @@ class Run:
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "Run":
         self.started_at = time.time()
+        replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
+        self._tensorboard = TensorBoardScalars([self.dir, self.cwd, self.logdir], self.started_at,
+                                               batch_scale=1.0 / replicas)
         try:
             with self._control:
                 self._launch_all()
@@ -209,8 +220,13 @@ class Run:
     def _refresh(self) -> bool:
         """Observe every task (slow, no state lock), then apply what was seen (quick, under it)."""
         seen = [task.observe() for task in self.workers]
+        # TensorBoard scalars (engine/tensorboard.py) are the chief's curves too; a last look at the end.
+        epochs, steps = self._tensorboard.poll_safely(self.notes, rescan=all(t.returncode is not None for t in self.workers))
         with self._lock:
-            return any([task.apply(observation) for task, observation in zip(self.workers, seen)])
+            changed = any([task.apply(observation) for task, observation in zip(self.workers, seen)])
+            if epochs or steps:
+                self.chief.metrics.feed_rows(epochs, steps, steps_per_epoch=self._tensorboard.steps_per_epoch)
+            return changed or bool(epochs or steps)
 
     def _diagnose(self, final: bool = False) -> None:
         # Once kwnb is ending the run, what held until then stays said (a stop must not erase "stalled").
@@ -345,47 +361,6 @@ class Run:
     def curves_path(self) -> Path | None:
         """curves.png in the run folder, once a view has drawn it (at the end of the run)."""
         return self.folder.curves if self.folder.curves.is_file() else None
-
-    def task(self, ref: int | str | TaskId = 0) -> Task:
-        """A task by position in the run (0 is the chief) or by name: 'ps:0', 'worker 1', a TaskId."""
-        if isinstance(ref, int) and not isinstance(ref, bool):
-            if 0 <= ref < len(self.workers):
-                return self.workers[ref]
-        elif isinstance(ref, (str, TaskId)):
-            try:
-                wanted = TaskId.parse(ref) if isinstance(ref, str) else ref
-            except ValueError as error:
-                raise UnknownTask(str(error)) from None
-            for task in self.workers:
-                if task.id == wanted:
-                    return task
-        names = ", ".join(task.name for task in self.workers)
-        raise UnknownTask(f"run {self.name!r} has tasks 0 to {len(self.workers) - 1}, not {ref!r} (by name: {names})")
-
-    worker = task  # the name of earlier versions
-
-    def history(self, task: int | str = 0, *, index: int | None = None) -> list[dict]:
-        """Per-epoch rows of one task (the chief by default): {'epoch': 0, 'loss': ..., ...}.
-
-        `task` is a position in the run or a name like 'worker:1'; `index` is its old name."""
-        chosen = self.task(task if index is None else index)
-        with self._lock:
-            return [dict(row) for row in chosen.metrics.history()]
-
-    def step_history(self, task: int | str = 0, *, index: int | None = None) -> list[dict]:
-        """Per-step rows where the output gives them (Keras verbose=1, or kwnb.report(step=...))."""
-        chosen = self.task(task if index is None else index)
-        with self._lock:
-            return [dict(row) for row in chosen.metrics.steps]
-
-    def logs(self, task: int | str = 0, tail: int | None = None, *, index: int | None = None) -> str:
-        """A task's log as a terminal shows it; `tail` keeps only the last lines."""
-        from .screen import TerminalScreen
-
-        screen = TerminalScreen(keep=tail or 10**9)
-        with open(self.task(task if index is None else index).log_path, "rb") as log:
-            screen.feed(log.read().decode("utf-8", errors="replace"))
-        return "\n".join(screen.tail(tail))
 
     def summary(self) -> str:
         from .summary import format_summary

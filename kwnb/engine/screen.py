@@ -77,3 +77,11 @@ class TerminalScreen:
     @property
     def hidden_lines(self) -> int:
         return self.total_lines - len(self.lines)
+
+
+def render_file(path) -> list[str]:
+    """A whole log file as a terminal shows it, line by line."""
+    screen = TerminalScreen(keep=10**9)
+    with open(path, "rb") as log:
+        screen.feed(log.read().decode("utf-8", errors="replace"))
+    return screen.tail()

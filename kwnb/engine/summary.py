@@ -30,11 +30,37 @@ def format_summary(run: "Run") -> str:
         lines.append(line)
         if worker.status == "failed":
             lines.extend("    | " + text for text in worker.screen.tail(5))
+    lines.extend(overview_lines(run))
     if run.diagnoses:
         lines.append("diagnoses:")
         lines.extend(f"  - {d.kind}: {d.message}" for d in run.diagnoses)
     lines.append(f"logs: {run.dir}")
     if run.curves_path:
         lines.append(f"curves: {run.curves_path}")
+    if run.folder.timeline.is_file():
+        lines.append(f"timeline: {run.folder.timeline}")
     lines.extend(f"note: {note}" for note in run.notes)
     return "\n".join(lines)
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
+
+
+def rate_text(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1f} steps/s"
+
+
+def overview_lines(run: "Run") -> list[str]:
+    """The overview as a small text table: rate, peak memory and the time each task spent in each phase."""
+    rows = [("task", "phase", "rate", "peak memory", "time in phases")]
+    for task in run.workers:
+        label = f"{task.id}" + (" (chief)" if task.is_chief else "")
+        spent = task.vitals.time_in(until=task.ended_at)
+        phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in spent.items() if seconds >= 0.05)
+        peak = task.signals.peak_rss
+        rows.append((label, task.phase, rate_text(task.vitals.rate if task.alive else None),
+                     megabytes(peak) if peak else "-", phases or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4]
+                            for row in rows]

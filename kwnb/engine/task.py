@@ -19,6 +19,7 @@ from . import tf_messages as tf
 from .follow import FileFollower
 from .metrics import MetricsParser
 from .screen import TerminalScreen
+from .vitals import Vitals
 
 PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
 SAMPLE_SECONDS = 1.0  # memory and state: psutil costs ~1 ms a look; once a second is enough for a peak
@@ -96,6 +97,8 @@ class Task:
         self.metrics = MetricsParser(step_scale=step_scale)
         self.is_chief = False
         self.signals = Signals()
+        self.vitals = Vitals()  # phase, step rate, CPU, memory: what the overview shows
+        self.runtime_lines = 0  # TensorFlow's C++ runtime lines so far, which views fold away
         self.killed_by_kwnb = False  # %kw_kill / Run.kill: a failure, but not a mysterious one
         self._scanner = tf.TfLogScanner(user_files)
         self._folder = RunFolder(log_path.parent)
@@ -141,6 +144,12 @@ class Task:
         self.returncode, self.ended_at, self.port_open_at = None, None, None
         self.status, self.started_at, self._stop_requested = "starting", time.time(), False
         self.signals, self.killed_by_kwnb = Signals(progress_at=self.started_at), False
+        self.vitals.restarted(self.started_at)
+
+    @property
+    def phase(self) -> str:
+        """starting, joining, training, ... (engine/vitals.py); `vitals.phases` has their history."""
+        return self.vitals.phase
 
     @property
     def bind_failed(self) -> bool:
@@ -175,7 +184,7 @@ class Task:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
         changed, now = bool(seen.text or seen.reported), time.time()
         if seen.text:
-            self.screen.feed(seen.text)
+            self.runtime_lines += sum(map(tf.is_runtime_line, self.screen.feed(seen.text)))
             self.metrics.feed(seen.text)
             self.signals.record(self._scanner.feed(seen.text), now)
         if seen.reported:
@@ -189,6 +198,7 @@ class Task:
             self.signals.record(self._scanner.close(), now)
             self.returncode, self.ended_at = seen.returncode, time.time()
             self.status = "stopped" if self._stop_requested else ("finished" if seen.returncode == 0 else "failed")
+            self.vitals.update(self, now)
             return True
         if seen.tf_config and not self.tf_config:
             self.tf_config, changed = seen.tf_config, True
@@ -198,12 +208,13 @@ class Task:
             status = "running" if (self.port_open_at or self.screen.total_lines) else \
                 "pending" if seen.queued else "starting"
             changed, self.status = changed or status != self.status, status
-        return changed
+        return self.vitals.update(self, now) or changed
 
     def _apply_sample(self, seen: Observation) -> None:
         if seen.sample is not None:
             self.signals.peak_rss = max(self.signals.peak_rss, seen.sample.rss)
             self.signals.stopped = seen.sample.stopped
+            self.vitals.sampled(seen.sample, time.time())
         if seen.tf_config_set and self.signals.tf_config_set is None:
             self.signals.tf_config_set = seen.tf_config_set
 

@@ -201,6 +201,19 @@ class TensorBoardScalars:
         self._last_step: dict[tuple, int] = {}  # (folder, per epoch?, row key) -> last step taken
         self._epoch_ends: dict[int, float] = {}  # epoch -> wall time of its first end-of-epoch summary
         self._early_steps: list[tuple[float, int]] = []  # (wall, step) until steps_per_epoch is known
+        self._failed = False
+
+    def poll_safely(self, notes: list[str], rescan: bool = False) -> tuple[list[dict], list[dict]]:
+        """poll(), but a failure is a note and the end of reading: curves are a bonus, and a bad
+        event file must not stop the run's supervisor."""
+        if self._failed:
+            return [], []
+        try:
+            return self.poll(rescan=rescan)
+        except Exception as error:
+            notes.append(f"stopped reading TensorBoard event files: {type(error).__name__}: {error}")
+            self._failed = True
+            return [], []
 
     def poll(self, rescan: bool = False) -> tuple[list[dict], list[dict]]:
         """(epoch rows, step rows) read since the last poll. `rescan=True` looks for new files now

@@ -15,11 +15,15 @@ import weakref
 
 import ipywidgets as widgets
 
-from ..plotting import LiveCurves, run_series
 from ..engine.summary import format_summary
+from ..engine.tf_messages import is_runtime_line
+from ..plotting import LiveCurves, run_series
+from ..timeline import timeline_png
+from .overview import OVERVIEW_CSS, overview_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
+TIMELINE_SECONDS = 3.0  # the timeline moves with the clock; a redraw costs about as much as the curves
 # The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
 CURVES_CPU_SHARE = 0.05
 LOG_LINES = 300
@@ -46,9 +50,10 @@ def worker_label(worker) -> str:
     return f"{worker.task_type} {worker.index}{chief}: {worker.status}"
 
 
-def log_html(worker) -> str:
-    lines = worker.screen.tail(LOG_LINES)
-    hidden = worker.screen.total_lines + (1 if worker.screen.current.strip() else 0) - len(lines)
+def log_html(worker, show_runtime: bool = False) -> str:
+    shown = worker.screen.tail(LOG_LINES)
+    hidden = worker.screen.total_lines + (1 if worker.screen.current.strip() else 0) - len(shown)
+    lines = shown if show_runtime else [line for line in shown if not is_runtime_line(line)]
     note = (f"{hidden} earlier line{'s' * (hidden != 1)} not shown; " if hidden > 0 else "") + f"full log: {worker.log_path}"
     body = html.escape("\n".join(lines)) or "(no output yet)"
     # column-reverse keeps the box scrolled to its newest line, like a terminal, on every redraw.
@@ -67,6 +72,12 @@ def diagnoses_html(diagnoses) -> str:
     # A translucent red behind the theme's own text colour: readable on light and dark themes alike.
     return (f'<div style="border-left:4px solid #c62828;background:rgba(198,40,40,0.10);padding:3px 8px;'
             f'margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>')
+
+
+def fold_label(worker, shown: bool) -> str:
+    count = worker.runtime_lines
+    words = f"{count} TensorFlow runtime message{'s' * (count != 1)}"
+    return f"{words} shown - hide" if shown else f"{words} hidden - show"
 
 
 def header_html(worker, diagnoses=()) -> str:
@@ -97,9 +108,18 @@ class Dashboard:
                                                layout=widgets.Layout(width="60%")) for _ in run.workers]
         self.progress_labels = [widgets.Label() for _ in run.workers]
         self.logs = [widgets.HTML() for _ in run.workers]
+        # TensorFlow's runtime lines are folded away by default; each tab has its own toggle.
+        self.folds = [widgets.ToggleButton(value=False, layout=widgets.Layout(width="auto"),
+                                           tooltip="TensorFlow's C++ runtime lines (I0000 ..., oneDNN, CUDA notices)")
+                      for _ in run.workers]
+        for i, fold in enumerate(self.folds):
+            fold.observe(lambda _, i=i: self._refold(i), names="value")
         self.tabs = widgets.Tab(children=[
-            widgets.VBox([h, widgets.HBox([p, l]), g])
-            for h, p, l, g in zip(self.headers, self.progress, self.progress_labels, self.logs)])
+            widgets.VBox([h, widgets.HBox([p, l]), f, g])
+            for h, p, l, f, g in zip(self.headers, self.progress, self.progress_labels, self.folds, self.logs)])
+        self.overview = widgets.HTML()
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
+                                                                          display="none"))
         # Hidden until the first PNG (an empty Image is a broken-image icon); never drawn wider than
         # the PNG itself, which would blur it.
         self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
@@ -107,15 +127,18 @@ class Dashboard:
         self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
         # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short.
         tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
-                                 "{flex:0 0 auto}</style>", layout=widgets.Layout(display="none"))
+                                 "{flex:0 0 auto}" + OVERVIEW_CSS + "</style>", layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),
-                                    self.banner, self.tabs, self.curves_note, self.curves, tab_width])
+                                    self.banner, self.overview, self.tabs, self.curves_note, self.curves,
+                                    self.timeline, tab_width])
         self.widget.add_class("kwnb-dashboard")
         self._curves_key = None
         self._curves_at = 0.0
         self._curves_gap = CURVES_SECONDS
         self._live_curves = LiveCurves(title=f"{run.name} (chief)")
+        self._timeline_at = 0.0
+        self._timeline_gap = TIMELINE_SECONDS
         self.refresh(force_curves=True)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{run.name}", daemon=True)
         self._thread.start()
@@ -134,7 +157,9 @@ class Dashboard:
             if tuple(self.tabs.titles) != titles:
                 self.tabs.titles = titles
             self._set(self.banner, "value", diagnoses_html(diagnoses))
+            self._set(self.overview, "value", overview_html(run, diagnoses, badge))
             for i, worker in enumerate(run.workers):
+                self._set(self.folds[i], "description", fold_label(worker, self.folds[i].value))
                 self._set(self.headers[i], "value", header_html(worker, diagnoses))
                 fraction, label = worker.metrics.progress()
                 if fraction is not None:
@@ -142,8 +167,29 @@ class Dashboard:
                 bar = {"finished": "success", "failed": "danger", "stopped": "warning"}.get(worker.status, "info")
                 self._set(self.progress[i], "bar_style", bar)
                 self._set(self.progress_labels[i], "value", label or worker.status)
-                self._set(self.logs[i], "value", log_html(worker))
+                self._set(self.logs[i], "value", log_html(worker, show_runtime=self.folds[i].value))
         self._refresh_curves(force_curves)
+        self._refresh_timeline(force_curves)
+
+    def _refold(self, i: int) -> None:
+        """A fold toggled: redraw that tab's log at once rather than at the next refresh."""
+        worker = self.run.workers[i]
+        with self.run._lock:
+            self._set(self.folds[i], "description", fold_label(worker, self.folds[i].value))
+            self._set(self.logs[i], "value", log_html(worker, show_runtime=self.folds[i].value))
+
+    def _refresh_timeline(self, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._timeline_at < self._timeline_gap:
+            return
+        cpu = time.thread_time()
+        png = timeline_png(self.run)  # no lock: it reads lists the supervisor only appends to
+        if png is None:
+            return
+        self.timeline.value = png
+        self.timeline.layout.display = None
+        self._timeline_at = now
+        self._timeline_gap = max(TIMELINE_SECONDS, (time.thread_time() - cpu) / CURVES_CPU_SHARE)
 
     def _refresh_curves(self, force: bool) -> None:
         chief = self.run.chief.metrics

@@ -198,11 +198,13 @@ class KwnbMagics(Magics):
     @argument("name", help="run name")
     @argument("task", nargs="?", default="0", help=TASK_HELP)
     @argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    @argument("--all", action="store_true", help="include TensorFlow's runtime lines (I0000 ..., oneDNN, CUDA)")
     def kw_logs(self, line):
-        """A task's log as a terminal shows it (progress bars drawn, not as raw fragments)."""
+        """A task's log as a terminal shows it (progress bars drawn, not as raw fragments), without
+        TensorFlow's C++ runtime lines unless --all (the log file keeps every byte)."""
         args = self._parse(self.kw_logs, line)
         run = _run(args.name)
-        print(run.logs(_task(run, args.task).position, tail=args.tail))
+        print(run.logs(_task(run, args.task).position, tail=args.tail, all=args.all))
 
     @line_magic
     @magic_arguments()
@@ -329,7 +331,10 @@ def _display_run(run) -> None:
 
 
 def load_ipython_extension(ipython) -> None:
+    from .tensorboard_magic import TensorBoardMagics
+
     ipython.register_magics(KwnbMagics)
+    ipython.register_magics(TensorBoardMagics)
     # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard. By name, so
     # that loading the extension does not import the engine.
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.run", "Run", _display_run)

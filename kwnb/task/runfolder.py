@@ -11,7 +11,7 @@ spelled here only, in standard-library code both sides can import.
         metrics-<position>.jsonl rows from kwnb.report()
         stacks-<position>.txt    Python stacks the task dumps on STACKS_SIGNAL (faulthandler)
         tf-config-<position>.json  the TF_CONFIG the script set itself, if it did
-        summary.txt, curves.png  written by the views when the run ends
+        summary.txt, curves.png, timeline.png  written by the views when the run ends
         job.sh, slurm-<job>.out, slurm-task-<position>.json, slurm-exit-<position>, slurm-heartbeat  (Slurm)
 """
 from __future__ import annotations
@@ -47,6 +47,7 @@ RUNS_DIR_ENV = "KWNB_RUNS_DIR"
 DESCRIPTION = "run.json"
 SUMMARY = "summary.txt"
 CURVES = "curves.png"
+TIMELINE = "timeline.png"
 _STAMP = "%Y%m%d-%H%M%S"
 _FOLDER_SUFFIX = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")  # after "NAME-": the stamp, and -K for a busy second
 
@@ -80,6 +81,10 @@ class RunFolder:
     @property
     def curves(self) -> Path:
         return self.path / CURVES
+
+    @property
+    def timeline(self) -> Path:
+        return self.path / TIMELINE
 
     # Slurm: the tasks record where they run and how they ended, since only they know.
     @property

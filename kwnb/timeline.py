@@ -1,0 +1,72 @@
+"""The run's timeline: one lane per task, time across, coloured by phase, restarts and kills marked.
+
+Who waited for whom, and for how long: the picture a teacher shows. Drawn with matplotlib's Figure
+and the Agg canvas (never pyplot), live in the dashboard and as timeline.png when the run ends.
+"""
+from __future__ import annotations
+
+import io
+import time
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+# Colour-blind-safe (Okabe-Ito), on the PNG's own white background whatever the notebook's theme.
+PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "training": "#0072B2"}
+END_MARKS = {"finished": ("o", "#009E73"), "failed": ("X", "#C62828"), "stopped": ("s", "#616161")}
+
+
+def segments(task, now: float) -> list[tuple[float, float, str]]:
+    """(start, end, phase) of each stretch a task spent alive, across restarts."""
+    phases = task.vitals.phases
+    ends = [start for start, _ in phases[1:]] + [task.ended_at or now]
+    return [(start, end, phase) for (start, phase), end in zip(phases, ends) if phase in PHASE_COLOURS]
+
+
+def timeline_figure(run, now: float | None = None) -> Figure | None:
+    if run.started_at is None or not any(task.vitals.phases for task in run.workers):
+        return None
+    now, origin = now or time.time(), run.started_at
+    figure = Figure(figsize=(8.4, 0.55 * len(run.workers) + 1.0), dpi=90, layout="constrained")
+    FigureCanvasAgg(figure)
+    axis = figure.subplots()
+    labels = []
+    for lane, task in enumerate(run.workers):
+        labels.append(f"{task.id}" + (" (chief)" if task.is_chief else ""))
+        for start, end, phase in segments(task, now):
+            axis.broken_barh([(start - origin, max(end - start, 0.01))], (lane - 0.35, 0.7),
+                             facecolors=PHASE_COLOURS[phase])
+        for start, phase in task.vitals.phases:
+            if phase in END_MARKS:
+                marker, colour = END_MARKS[phase]
+                axis.plot([start - origin], [lane], marker=marker, color=colour, markersize=8, linestyle="none")
+        restarts = [start for (start, phase), (_, before) in zip(task.vitals.phases[1:], task.vitals.phases)
+                    if phase == "starting" and before != "starting"]
+        for start in restarts:
+            axis.axvline(start - origin, ymin=0, ymax=1, color="#444444", linewidth=0.8, linestyle=":")
+    axis.set_yticks(range(len(run.workers)), labels)
+    axis.invert_yaxis()  # the chief on top, as in the overview
+    axis.set_xlim(0, max(now - origin, 1.0) * 1.02)
+    axis.set_xlabel("seconds since launch")
+    axis.grid(axis="x", alpha=0.3)
+    handles = [Patch(color=colour, label=phase) for phase, colour in PHASE_COLOURS.items()]
+    axis.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(run.workers) < 3 else -0.2),
+                ncol=4, fontsize="small", frameon=False)
+    axis.set_title(f"{run.name}: phases of each task", fontsize="medium")
+    return figure
+
+
+def timeline_png(run) -> bytes | None:
+    figure = timeline_figure(run)
+    if figure is None:
+        return None
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def save_timeline(run, path) -> None:
+    figure = timeline_figure(run, now=run.ended_at)
+    if figure is not None:
+        figure.savefig(path)

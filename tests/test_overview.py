@@ -1,0 +1,84 @@
+"""The whole cluster at a glance: phases, the overview, the timeline and quiet logs, on a real run
+where worker 1 joins 30 s late (tests/scripts/diagnose_fit.py late)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import kwnb
+from kwnb.engine.summary import overview_lines
+from kwnb.engine.vitals import Vitals
+from kwnb.notebook.dashboard import badge, fold_label, log_html
+from kwnb.notebook.overview import overview_html
+from kwnb.timeline import segments
+
+SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
+
+
+@pytest.fixture(scope="module")
+def late_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("overview")
+    run = kwnb.launch(SCRIPT, n=2, name="late", args="late", runs_dir=base / "runs", cwd=base)
+    seen = []  # (phase of worker 0, phase of worker 1, overview html) while it runs
+    while not run.done:
+        with run._lock:
+            seen.append((run.workers[0].phase, run.workers[1].phase, overview_html(run, run.diagnoses, badge)))
+        time.sleep(0.5)
+    assert run.wait() == [0, 0], run.summary()
+    return run, seen
+
+
+@pytest.mark.slow
+def test_phases_say_who_waited_for_whom(late_run):
+    run, seen = late_run
+    assert ("joining", "starting") in [(a, b) for a, b, _ in seen]  # the chief waits while worker 1 starts
+    chief, late = (task.vitals.time_in(until=task.ended_at) for task in run.workers)
+    assert chief["joining"] > 20 and late["starting"] > 25 and late.get("joining", 0) < 5
+    assert chief["training"] > 0 and late["training"] > 0
+    assert [phase for _, phase in run.workers[0].vitals.phases] == ["starting", "joining", "training", "finished"]
+
+
+@pytest.mark.slow
+def test_the_overview_shows_every_task_with_phase_rate_and_memory(late_run):
+    run, seen = late_run
+    waiting = next(html for a, _, html in seen if a == "joining")
+    assert waiting.count("<tr>") == 3 and "waiting for peers" in waiting and " MB" in waiting
+    assert "&#9888; worker 1" in next(html for _, _, html in reversed(seen) if "&#9888;" in html)
+    summary = run.summary()
+    assert "overview:" in summary and "peak memory" in summary
+    row = next(line for line in overview_lines(run) if line.strip().startswith("worker 0"))
+    assert "joining" in row and "training" in row and "MB" in row
+
+
+@pytest.mark.slow
+def test_the_timeline_is_saved_with_the_run(late_run):
+    run, _ = late_run
+    png = run.dir / "timeline.png"
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
+    assert f"timeline: {png}" in run.summary()
+
+
+@pytest.mark.slow
+def test_runtime_lines_are_folded_but_kept(late_run):
+    run, _ = late_run
+    chief = run.workers[0]
+    assert chief.runtime_lines > 5
+    quiet, everything = run.logs(0), run.logs(0, all=True)
+    assert "I0000" not in quiet and "I0000" in everything and "oneDNN" in everything
+    assert "DONE" in quiet and "Epoch 2/2" in quiet and "worker 0: late" in quiet
+    assert "I0000" in chief.log_path.read_text()  # the file keeps every byte
+    assert "I0000" not in log_html(chief) and "I0000" in log_html(chief, show_runtime=True)
+    assert fold_label(chief, False) == f"{chief.runtime_lines} TensorFlow runtime messages hidden - show"
+
+
+def test_segments_follow_phases_across_a_restart():
+    vitals = Vitals()
+    vitals.phases = [(0.0, "starting"), (2.0, "joining"), (3.0, "training"), (9.0, "failed"), (10.0, "starting"),
+                     (12.0, "training")]
+    task = SimpleNamespace(vitals=vitals, ended_at=None)
+    assert segments(task, now=15.0) == [(0.0, 2.0, "starting"), (2.0, 3.0, "joining"), (3.0, 9.0, "training"),
+                                        (10.0, 12.0, "starting"), (12.0, 15.0, "training")]
+    assert vitals.time_in(until=15.0) == {"starting": 4.0, "joining": 1.0, "training": 9.0}

@@ -1,4 +1,5 @@
-"""Local tasks: subprocesses on this machine, each listening on a free localhost port."""
+"""Local tasks: subprocesses on this machine, each listening on a free localhost port, on this
+machine's network or in a private one of the run's own (netns.py: `--network private|host`)."""
 from __future__ import annotations
 
 import os
@@ -6,17 +7,24 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import psutil
 
 from ..engine.cluster import free_ports
+from ..errors import LaunchError, OptionError
 from ..task.tf_config import TaskId
+from . import netns
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 
+NETWORKS = ("private", "host")
+
+
 class LocalProcess(TaskProcess):
-    def __init__(self, popen: subprocess.Popen):
+    def __init__(self, popen: subprocess.Popen, probe: Callable[[str], bool] | None = None):
         self._popen = popen
         self.pid = popen.pid
+        self.probe = probe  # a private network's: the engine is outside it and cannot connect (engine/task.py)
         self._descendants: dict[int, psutil.Process] = {}
         self._descendants_at = float("-inf")
 
@@ -80,14 +88,57 @@ class LocalLauncher(Launcher):
     """Subprocesses on this machine, each listening on a free localhost port."""
 
     name = "local"
+    arguments = [
+        (("--network",), dict(choices=NETWORKS, default=None,
+                              help="local tasks in a network of their own that no other host can connect into "
+                                   "(private), or on this machine's (host); default private where user "
+                                   "namespaces and slirp4netns or pasta are available, else host")),
+    ]
+    # Class defaults too, immutable, so that a subclass which skips __init__ still works.
+    network: str | None = None  # None: private where it works fully (netns.Support.complete), else host
+    chosen: str | None = None  # what the first launch settled on
+    private: netns.PrivateNetwork | None = None  # shared by every task this launcher starts in it
+    _inside: tuple[LocalProcess, ...] = ()
+    _notes: tuple[str, ...] = ()
+
+    def __init__(self, network: str | None = None):
+        if network not in (None, *NETWORKS):
+            raise OptionError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
+        self.network = network
+
+    def check(self) -> None:
+        if self.network == "private" and not netns.support().possible:
+            raise LaunchError(f"--network private cannot work here: {netns.support().forbidden_by}")
 
     def addresses(self, tasks: list[TaskId]) -> list[str]:
+        if self._choose(tasks) == "private":
+            return [f"localhost:{port}" for port in self._namespace().free_ports(len(tasks))]
         return [f"localhost:{port}" for port in free_ports(len(tasks))]
 
+    def _choose(self, tasks: list[TaskId]) -> str:
+        ps = any(task.type == "ps" for task in tasks)
+        if self.chosen is None:
+            found = netns.support()
+            self.chosen = self.network or ("private" if found.complete and not ps else "host")
+            if self.chosen == "private":
+                self._notes += tuple(netns.private_notes(found))
+            elif self.network is None:
+                self._notes += tuple(note for note in [netns.host_note(found, ps)] if note)
+        if ps and self.chosen == "private":
+            raise LaunchError("the notebook coordinates ps tasks and must reach them: use --network host")
+        return self.chosen
+
+    def _namespace(self) -> netns.PrivateNetwork:
+        if self.private is None or not self.private.alive:
+            self.private = netns.PrivateNetwork().start()
+        return self.private
+
     def start(self, launch: TaskLaunch) -> TaskProcess:
+        inside = self.chosen == "private"
+        argv = self._namespace().enter(launch.argv) if inside else launch.argv
         with open(launch.log_path, "ab", buffering=0) as log:
             popen = subprocess.Popen(
-                launch.argv,
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -95,7 +146,19 @@ class LocalLauncher(Launcher):
                 cwd=launch.cwd,
                 **OWN_PROCESS_GROUP,
             )
-        return LocalProcess(popen)
+        if not inside:
+            return LocalProcess(popen)
+        process = LocalProcess(popen, probe=self.private.probe)
+        self._inside += (process,)
+        return process
+
+    def finish(self) -> list[str]:
+        """End the private network once none of its tasks lives (a launcher given to several runs shares it)."""
+        if self.private is not None and all(process.poll() is not None for process in self._inside):
+            self.private.close()
+            self.private, self._inside = None, ()
+        notes, self._notes = list(self._notes), ()
+        return notes
 
 
 # Each worker leads a process group of its own, so stop() reaches its children and a Ctrl-C meant for

@@ -62,6 +62,7 @@ class Run(RunReading):
         runs_dir: str | os.PathLike | None = None,
         keep_lines: int = 300,
         launcher: Launcher | str = "local",
+        network: str | None = None,
         files: list[str | os.PathLike] | None = None,
         on_end: list[Callable[["Run"], None]] | None = None,
         stall_after: float = 60.0,
@@ -81,7 +82,7 @@ class Run(RunReading):
         self.logdir = (self.cwd / logdir).resolve() if logdir else None
         self.timeout, self.on_failure, self.max_restarts = timeout, on_failure, max_restarts
         self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
-        self.launcher = make_launcher(launcher) if isinstance(launcher, str) else launcher
+        self.launcher = make_launcher(launcher, network=network) if isinstance(launcher, str) else launcher
         self.launcher.check()
         self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
         self.folder = RunFolder(self.dir)

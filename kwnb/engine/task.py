@@ -173,7 +173,8 @@ class Task:
             return seen
         seen.tf_config = self.tf_config or self._process.tf_config() or {}
         seen.queued = self._process.queued()
-        seen.port_open = self.port_open_at is not None or _accepts(seen.tf_config, self.id)
+        seen.port_open = self.port_open_at is not None or _accepts(seen.tf_config, self.id,
+                                                                   getattr(self._process, "probe", None))
         if time.monotonic() - self._sampled_at >= SAMPLE_SECONDS:
             self._sampled_at = time.monotonic()
             seen.sample = self._process.sample()
@@ -245,10 +246,12 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def _accepts(tf_config: dict, task_id: TaskId) -> bool:
+def _accepts(tf_config: dict, task_id: TaskId, probe=None) -> bool:
     """Whether the task's TensorFlow server accepts connections (its port is open)."""
     if not tf_config:
         return False
+    if probe is not None:  # the task is in a private network (backends/netns.py): only a helper inside can connect
+        return probe(address_of(tf_config["cluster"], task_id))
     host, _, port = address_of(tf_config["cluster"], task_id).rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=PORT_PROBE_SECONDS):

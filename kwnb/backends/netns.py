@@ -1,0 +1,357 @@
+"""A private network for a run's local tasks: one network namespace, loopback up, that no other host
+can connect into (TensorFlow's servers listen on every interface and run any graph they are sent).
+
+The namespace is held by a small Python process started with util-linux's `unshare --net` (plus
+`--user --map-root-user` when not root, or for pasta, which cannot join a root-owned namespace), so
+it needs no privileges where the OS allows unprivileged user namespaces. Tasks enter it with
+`nsenter`. The holder also answers the kernel's port probes and picks free ports from inside, over a
+pipe: the kernel is outside and cannot connect to the tasks itself. Outbound access, where installed,
+comes from user-mode networking (slirp4netns, else pasta), which forwards nothing inward.
+
+Cleanup: the holder ends when its parent (the kernel) changes or closes the pipe, as a task's
+bootstrap watchdog does; slirp4netns ends when the holder does (--exit-fd), pasta is ended by the holder.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from ..errors import LaunchError
+
+USERNET_ENV = "KWNB_USERNET"  # slirp4netns, pasta or none: which user-mode networking to use (default: the first found)
+TOOLS = ("slirp4netns", "pasta")
+START_SECONDS = 10.0  # the holder and the tool start in ~20 ms; a loaded machine gets ample time
+ANSWER_SECONDS = 1.0  # a probe answers in ~0.1 ms; a holder this slow is treated as gone
+# Each helper leads a process group of its own, as the tasks do, so a Ctrl-C meant for `kwnb run` misses it.
+OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
+# Runs inside the namespace, standard library only. argv: the kernel's pid. Requests, one a line:
+# "probe HOST PORT" -> 1|0, "ports N" -> N free ports, "route" -> 1|0 (a default route is up), "companion PID".
+HOLDER = r"""
+import fcntl, os, random, signal, socket, struct, sys, threading, time
+parent, companion = int(sys.argv[1]), [None]
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the run's to handle
+
+
+def end(*_):
+    if companion[0]:
+        try:
+            os.kill(companion[0], signal.SIGTERM)
+        except OSError:
+            pass
+    os._exit(0)
+
+
+def watch_parent():  # as the tasks' bootstrap does: a SIGKILLed kernel re-parents us
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    end()
+
+
+def loopback_up():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # SIOCGIFFLAGS, SIOCSIFFLAGS |= IFF_UP
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, struct.pack("16sH14s", b"lo", 0, b"")))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
+
+
+def probe(host, port):
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.05):
+            return "1"
+    except OSError:
+        return "0"
+
+
+def ports(count):
+    # Below the ephemeral range (32768-60999), where the probes' own connections take their ports.
+    held, chosen = [], set()
+    while len(chosen) < int(count):
+        port = random.randrange(20000, 32000)
+        s = socket.socket()
+        try:
+            s.bind(("", port))
+        except OSError:
+            s.close()
+            continue
+        held.append(s)
+        chosen.add(port)
+    for s in held:
+        s.close()
+    return " ".join(map(str, chosen))
+
+
+def route():
+    with open("/proc/net/route") as table:
+        return "1" if any(line.split()[1] == "00000000" for line in table.readlines()[1:]) else "0"
+
+
+loopback_up()
+threading.Thread(target=watch_parent, daemon=True).start()
+print("ready", flush=True)
+for line in sys.stdin:
+    verb, *args = line.split()
+    if verb == "companion":
+        companion[0], answer = int(args[0]), "ok"
+    else:
+        answer = {"probe": probe, "ports": ports, "route": route}[verb](*args)
+    sys.stdout.write(answer + "\n")
+    sys.stdout.flush()
+end()
+"""
+
+
+@dataclass(frozen=True)
+class Support:
+    """What this machine allows: a private namespace (or why not), and which user-mode networking."""
+
+    forbidden_by: str  # "" when a private network can be made here
+    tool: str  # slirp4netns, pasta, or "" for none (then no outside network inside)
+    user_namespace: bool  # whether the namespace needs a user namespace of its own
+    dns: str = ""  # why names would not resolve inside, if they would not
+
+    @property
+    def possible(self) -> bool:
+        return not self.forbidden_by
+
+    @property
+    def complete(self) -> bool:
+        """Private and still able to reach the outside by name: what the default asks for."""
+        return self.possible and bool(self.tool) and not self.dns
+
+
+@functools.lru_cache(maxsize=1)
+def support() -> Support:
+    """Probe once per process (~5 ms): make a throwaway namespace the way a run would."""
+    tool = _choose_tool()
+    user_namespace = os.geteuid() != 0 or tool == "pasta"  # pasta cannot join a root-owned namespace
+    missing = [name for name in ("unshare", "nsenter") if not shutil.which(name)]
+    if missing:
+        return Support(f"{' and '.join(missing)} (util-linux) not found on PATH", tool, user_namespace)
+    try:
+        probe = subprocess.run([*_unshare(user_namespace), "true"], capture_output=True, text=True, timeout=10)
+        failed, said = probe.returncode != 0, probe.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        failed, said = True, str(error)
+    forbidden = forbidden_by(said, user_namespace) if failed else ""
+    return Support(forbidden, tool, user_namespace, _dns_problem() if tool else "")
+
+
+def _choose_tool() -> str:
+    wanted = os.environ.get(USERNET_ENV, "").strip()
+    if wanted == "none":
+        return ""
+    for name in ([wanted] if wanted else TOOLS):
+        if name in TOOLS and shutil.which(name):
+            return name
+    return ""
+
+
+def _unshare(user_namespace: bool) -> list[str]:
+    return ["unshare", *(["--user", "--map-root-user"] if user_namespace else []), "--net"]
+
+
+def forbidden_by(stderr: str, user_namespace: bool, read=None) -> str:
+    """Name what stops unshare here, from the switches that can, plus unshare's own words."""
+    read, found = read or _read, []
+    if user_namespace:
+        switches = [("/proc/sys/kernel/unprivileged_userns_clone", "0",
+                     "kernel.unprivileged_userns_clone = 0 (Debian's switch for unprivileged user namespaces)"),
+                    ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1",
+                     "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns"
+                     " = 1, as on Ubuntu 24.04)"),
+                    ("/proc/sys/user/max_user_namespaces", "0", "user.max_user_namespaces = 0")]
+        found += [text for path, value, text in switches if read(path) == value]
+    if _status_field(read("/proc/self/status"), "Seccomp") == "2":
+        found.append("a seccomp filter (e.g. a container's profile) that may block unshare")
+    why = "; ".join(found) or "unknown"
+    return f"{why} (unshare said: {stderr or 'nothing'})"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _status_field(status: str | None, field: str) -> str | None:
+    for line in (status or "").splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _dns_problem(resolv_conf: str = "/etc/resolv.conf") -> str:
+    """A resolver on the host's loopback (systemd-resolved's 127.0.0.53) is out of the namespace's reach."""
+    servers = [line.split()[1] for line in (_read(resolv_conf) or "").splitlines()
+               if line.startswith("nameserver") and len(line.split()) > 1]
+    if servers and all(server.startswith("127.") or server == "::1" for server in servers):
+        return f"names would not resolve inside: {resolv_conf} names only {', '.join(servers)}, on the host's loopback"
+    return ""
+
+
+class PrivateNetwork:
+    """One namespace, its holder process and its user-mode networking; tasks enter it with `enter`."""
+
+    def __init__(self, found: Support | None = None):
+        self.support = found or support()
+        if not self.support.possible:
+            raise LaunchError(f"cannot make a private network here: {self.support.forbidden_by}")
+        self.holder: subprocess.Popen | None = None
+        self.tool: subprocess.Popen | None = None
+        self.setup_seconds = 0.0
+        self._lock = threading.Lock()  # one request at a time on the holder's pipe
+
+    # ----- life cycle --------------------------------------------------------------------------
+    def start(self) -> "PrivateNetwork":
+        began = time.monotonic()
+        exit_read, exit_write = os.pipe()  # slirp4netns ends when the holder (the write end's owner) does
+        try:
+            try:
+                self.holder = subprocess.Popen(
+                    [*_unshare(self.support.user_namespace), sys.executable, "-S", "-I", "-c", HOLDER,
+                     str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, pass_fds=(exit_write,), **OWN_PROCESS_GROUP)
+            finally:
+                os.close(exit_write)
+            if self._read_line(START_SECONDS) != "ready":
+                raise LaunchError(f"could not make a private network: {self._holder_error()}")
+            self._start_tool(exit_read)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(exit_read)
+        self.setup_seconds = time.monotonic() - began
+        return self
+
+    def _start_tool(self, exit_read: int) -> None:
+        name, pid = self.support.tool, str(self.holder.pid)
+        if name == "slirp4netns":
+            ready_read, ready_write = os.pipe()
+            try:
+                self.tool = subprocess.Popen(
+                    ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+                     f"--exit-fd={exit_read}", f"--ready-fd={ready_write}", pid, "tap0"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    pass_fds=(exit_read, ready_write), **OWN_PROCESS_GROUP)
+                os.close(ready_write)
+                ready = select.select([ready_read], [], [], START_SECONDS)[0] and os.read(ready_read, 1) == b"1"
+            finally:
+                os.close(ready_read)
+        elif name == "pasta":
+            # -t/-u none: nothing forwarded in; -T/-U none, --no-map-gw: the host's own ports stay out of reach.
+            self.tool = subprocess.Popen(
+                ["pasta", "--foreground", "--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none",
+                 "-U", "none", "--no-map-gw", *(["--runas", "0"] if os.geteuid() == 0 else []), pid],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **OWN_PROCESS_GROUP)
+            self._ask(f"companion {self.tool.pid}")
+            ready = self._wait_for_route()
+        else:
+            return
+        if not ready:
+            error = self.tool.stderr.read().strip() if self.tool.poll() is not None else "no answer"
+            raise LaunchError(f"{name} could not connect the private network: {error[-300:]}")
+
+    def _wait_for_route(self) -> bool:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline and self.tool.poll() is None:
+            if self._ask("route") == "1":
+                return True
+            time.sleep(0.005)
+        return False
+
+    @property
+    def alive(self) -> bool:
+        return self.holder is not None and self.holder.poll() is None
+
+    def close(self) -> None:
+        """End the holder (EOF on its pipe), which ends the tool; tasks still inside keep the namespace."""
+        if self.holder is not None:
+            for stream in (self.holder.stdin, self.holder.stdout, self.holder.stderr):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            _reap(self.holder)
+        if self.tool is not None:
+            _reap(self.tool)  # slirp4netns's exit-fd or the holder's SIGTERM has ended it already
+
+    # ----- used by the launcher and the engine -------------------------------------------------
+    def enter(self, argv: list[str]) -> list[str]:
+        """argv run inside the namespace: nsenter execs it, so the pid and the parent stay the same."""
+        user = ["--user", "--preserve-credentials"] if self.support.user_namespace else []
+        return ["nsenter", f"--target={self.holder.pid}", "--net", *user, "--", *argv]
+
+    def probe(self, address: str) -> bool:
+        """Whether host:port accepts connections inside the namespace (~0.1 ms: one pipe round trip)."""
+        host, _, port = address.rpartition(":")
+        return self._ask(f"probe {host} {port}") == "1"
+
+    def free_ports(self, count: int) -> list[int]:
+        answer = self._ask(f"ports {count}")
+        if not answer:
+            raise LaunchError(f"the private network's holder has ended: {self._holder_error()}")
+        return [int(port) for port in answer.split()]
+
+    def _ask(self, request: str) -> str:
+        with self._lock:
+            try:
+                self.holder.stdin.write(request + "\n")
+                self.holder.stdin.flush()
+                return self._read_line(ANSWER_SECONDS)
+            except (OSError, ValueError, AttributeError):  # ended, or closed by close()
+                return ""
+
+    def _read_line(self, timeout: float) -> str:
+        if not select.select([self.holder.stdout], [], [], timeout)[0]:
+            return ""
+        return self.holder.stdout.readline().strip()
+
+    def _holder_error(self) -> str:
+        if self.holder.poll() is None:
+            return "no answer"
+        return (self.holder.stderr.read().strip() or f"exit code {self.holder.returncode}")[-300:]
+
+
+def _reap(process: subprocess.Popen, grace: float = 2.0) -> None:
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+_told_host = False  # the host-network note: once per process, so once per kernel
+
+
+def host_note(found: Support, ps: bool = False) -> str:
+    """The one line, once per process, on why tasks are open to other hosts and how to isolate them."""
+    global _told_host
+    if _told_host:
+        return ""
+    _told_host = True
+    exposed = "the tasks listen on every interface of this machine, so other hosts on its network can connect to them"
+    if ps:
+        return f"{exposed}: a ps run cannot be private, since this notebook coordinates its tasks"
+    if not found.possible:
+        return f"{exposed}, and kwnb cannot isolate them here ({found.forbidden_by}): use a firewall"
+    if not found.tool:
+        return f"{exposed}; --network private isolates them (install slirp4netns or passt for outside access inside)"
+    return f"{exposed}; --network private isolates them, but there {found.dns}"
+
+
+def private_notes(found: Support) -> list[str]:
+    """What a private network here lacks, said with every run that uses one."""
+    if not found.tool:
+        return ["the private network has no outside access (neither slirp4netns nor pasta is installed): "
+                "downloads inside fail"]
+    return [f"in the private network {found.dns}: downloads by name fail"] if found.dns else []

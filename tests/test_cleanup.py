@@ -30,10 +30,10 @@ def run_code(client, code: str) -> str:
     return "".join(out)
 
 
-def launched_pids(client) -> list[int]:
-    line = next(l for l in run_code(client, LAUNCH).splitlines() if l.startswith("PIDS"))
+def launched_pids(client, code: str = LAUNCH, count: int = 4) -> list[int]:
+    line = [l for l in run_code(client, code).splitlines() if l.startswith("PIDS")][-1]
     pids = [int(p) for p in line.split()[1:]]
-    assert len(pids) == 4 and all(psutil.pid_exists(p) for p in pids)
+    assert len(pids) == count and all(psutil.pid_exists(p) for p in pids)
     return pids
 
 
@@ -71,4 +71,23 @@ def test_sigkilled_kernel_leaves_no_worker_behind(kernel):
     manager, client = kernel
     pids = launched_pids(client)
     manager.provisioner.process.send_signal(signal.SIGKILL)  # atexit never runs: the watchdog must act
+    assert gone_within(pids, 10) == []
+
+
+# The same run in a private network: the namespace's holder and its user-mode networking must end too.
+LAUNCH_PRIVATE = LAUNCH.replace("n=2)", "n=2, network='private')") + """
+network = run.launcher.private
+print('PIDS', *pids, network.holder.pid, *([network.tool.pid] if network.tool else []))
+"""
+
+
+def test_sigkilled_kernel_leaves_no_private_network_behind(kernel):
+    from kwnb.backends import netns
+
+    found = netns.support()
+    if not found.possible:
+        pytest.skip(f"no private network here: {found.forbidden_by}")
+    manager, client = kernel
+    pids = launched_pids(client, LAUNCH_PRIVATE, count=5 + bool(found.tool))
+    manager.provisioner.process.send_signal(signal.SIGKILL)
     assert gone_within(pids, 10) == []

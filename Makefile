@@ -7,6 +7,7 @@ SETUP_STAMP := $(VENV)/.kwnb-installed
 # Debian packages that let tests run instead of skipping (see system-deps).
 BROWSER_PKGS := chromium
 SLURM_PKGS := slurm-wlm munge
+NETWORK_PKGS := slirp4netns passt
 
 .PHONY: setup system-deps demo test test-fast bench clean
 
@@ -38,11 +39,13 @@ fi
 endef
 
 # What some tests need from Debian: the browser tests drive its chromium; the Slurm tests start a private
-# one-node Slurm from slurm-wlm and munge (tests/slurm_support.py), which needs no recommended package.
-# Costs three dpkg-query calls when everything is there.
+# one-node Slurm from slurm-wlm and munge (tests/slurm_support.py), which needs no recommended package;
+# the private-network tests give a run's namespace outside access with slirp4netns and passt's pasta.
+# Costs five dpkg-query calls when everything is there.
 system-deps:
 	@$(call apt_install,$(BROWSER_PKGS),,the browser tests)
 	@$(call apt_install,$(SLURM_PKGS),--no-install-recommends,the Slurm tests)
+	@$(call apt_install,$(NETWORK_PKGS),--no-install-recommends,the private-network tests)
 
 # The multi-worker Keras example, headless: prefixed worker logs, the summary, curves.png in the run folder.
 demo: setup

@@ -27,10 +27,13 @@ def segments(task, now: float) -> list[tuple[float, float, str]]:
 def timeline_figure(run, now: float | None = None) -> Figure | None:
     if run.started_at is None or not any(task.vitals.phases for task in run.workers):
         return None
-    now, origin = now or time.time(), run.started_at
-    figure = Figure(figsize=(8.4, 0.55 * len(run.workers) + 1.0), dpi=90, layout="constrained")
+    now, origin = now or run.ended_at or time.time(), run.started_at
+    # Margins fixed by hand in inches: constrained layout doubled the cost of a draw (~120 ms here).
+    height = 0.42 * len(run.workers) + 1.25
+    figure = Figure(figsize=(8.4, height), dpi=90)
     FigureCanvasAgg(figure)
     axis = figure.subplots()
+    figure.subplots_adjust(left=1.45 / 8.4, right=0.98, top=1 - 0.3 / height, bottom=0.8 / height)
     labels = []
     for lane, task in enumerate(run.workers):
         labels.append(f"{task.id}" + (" (chief)" if task.is_chief else ""))
@@ -51,8 +54,7 @@ def timeline_figure(run, now: float | None = None) -> Figure | None:
     axis.set_xlabel("seconds since launch")
     axis.grid(axis="x", alpha=0.3)
     handles = [Patch(color=colour, label=phase) for phase, colour in PHASE_COLOURS.items()]
-    axis.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(run.workers) < 3 else -0.2),
-                ncol=4, fontsize="small", frameon=False)
+    figure.legend(handles=handles, loc="lower center", ncol=4, fontsize="small", frameon=False)
     axis.set_title(f"{run.name}: phases of each task", fontsize="medium")
     return figure
 

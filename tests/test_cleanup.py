@@ -91,3 +91,24 @@ def test_sigkilled_kernel_leaves_no_private_network_behind(kernel):
     pids = launched_pids(client, LAUNCH_PRIVATE, count=5 + bool(found.tool))
     manager.provisioner.process.send_signal(signal.SIGKILL)
     assert gone_within(pids, 10) == []
+
+
+# Warm interpreters waiting for the next run: a SIGKILLed kernel must leave none behind either.
+LAUNCH_WARM = """
+import kwnb, pathlib, time
+from kwnb.backends.warm import POOL
+pathlib.Path('quick.py').write_text("print('done')\\n")
+run = kwnb.launch('quick.py', n=2)
+run.wait(60)
+deadline = time.time() + 60
+while time.time() < deadline and len(POOL.status()) < 2:
+    time.sleep(0.2)
+print('PIDS', *[warm['pid'] for warm in POOL.status()])
+"""
+
+
+def test_sigkilled_kernel_leaves_no_warm_interpreter_behind(kernel):
+    manager, client = kernel
+    pids = launched_pids(client, LAUNCH_WARM, count=2)
+    manager.provisioner.process.send_signal(signal.SIGKILL)
+    assert gone_within(pids, 10) == []

@@ -27,6 +27,8 @@ class PortThief(LocalLauncher):
     the worker binds it: the race that a real busy machine can produce."""
 
     def __init__(self):
+        # This machine's network: in a private one the thief's socket could not clash with the worker.
+        super().__init__(network="host", warm=False)
         self.stolen = []
 
     def addresses(self, tasks):

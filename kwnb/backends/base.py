@@ -51,6 +51,7 @@ class TaskProcess(ABC):
     """A started task: enough to poll it and to end it."""
 
     pid: int | None
+    warm = False  # started in an interpreter that had already imported TensorFlow (backends/warm.py)
 
     @abstractmethod
     def poll(self) -> int | None: ...
@@ -107,6 +108,10 @@ class Launcher(ABC):
 
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
         return [self.start(launch) for launch in launches]
+
+    def take_notes(self) -> list[str]:
+        """What the user should know about how the tasks were started (said once, at launch)."""
+        return []
 
     def finish(self) -> list[str]:
         """Called once every task has ended: tidy up, and say what the user should know (why a job ended)."""

@@ -15,15 +15,17 @@ from ..engine.cluster import free_ports
 from ..errors import LaunchError, OptionError
 from ..task.tf_config import TaskId
 from . import netns
+from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 
 NETWORKS = ("private", "host")
 
 
 class LocalProcess(TaskProcess):
-    def __init__(self, popen: subprocess.Popen, probe: Callable[[str], bool] | None = None):
+    def __init__(self, popen: subprocess.Popen, probe: Callable[[str], bool] | None = None, warm: bool = False):
         self._popen = popen
         self.pid = popen.pid
+        self.warm = warm  # it started in a warm interpreter (backends/warm.py)
         self.probe = probe  # a private network's: the engine is outside it and cannot connect (engine/task.py)
         self._descendants: dict[int, psutil.Process] = {}
         self._descendants_at = float("-inf")
@@ -93,6 +95,9 @@ class LocalLauncher(Launcher):
                               help="local tasks in a network of their own that no other host can connect into "
                                    "(private), or on this machine's (host); default private where user "
                                    "namespaces and slirp4netns or pasta are available, else host")),
+        (("--cold",), dict(action="store_false", dest="warm", default=None,
+                           help="start every task in a new interpreter, not in one that has already imported "
+                                "TensorFlow (also KWNB_WARM=0)")),
     ]
     # Class defaults too, immutable, so that a subclass which skips __init__ still works.
     network: str | None = None  # None: private where it works fully (netns.Support.complete), else host
@@ -100,11 +105,14 @@ class LocalLauncher(Launcher):
     private: netns.PrivateNetwork | None = None  # shared by every task this launcher starts in it
     _inside: tuple[LocalProcess, ...] = ()
     _notes: tuple[str, ...] = ()
+    warm = False
+    _launches: tuple = ()
 
-    def __init__(self, network: str | None = None):
+    def __init__(self, network: str | None = None, warm: bool | None = None):
         if network not in (None, *NETWORKS):
             raise OptionError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
         self.network = network
+        self.warm = warm_pool.POOL.enabled() if warm is None else bool(warm)
 
     def check(self) -> None:
         if self.network == "private" and not netns.support().possible:
@@ -130,33 +138,46 @@ class LocalLauncher(Launcher):
 
     def _namespace(self) -> netns.PrivateNetwork:
         if self.private is None or not self.private.alive:
-            self.private = netns.PrivateNetwork().start()
+            # A network the warm pool made ahead, with interpreters waiting in it, else a new one.
+            adopted = warm_pool.POOL.claim_network() if self.warm else None
+            self.private = adopted or netns.PrivateNetwork().start()
         return self.private
+
+    def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
+        if self.warm:
+            warm_pool.POOL.run_started()
+            self._launches = launches  # what to prepare warm interpreters for, once the run ends
+        return [self.start(launch) for launch in launches]
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         inside = self.chosen == "private"
-        argv = self._namespace().enter(launch.argv) if inside else launch.argv
-        with open(launch.log_path, "ab", buffering=0) as log:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=launch.env,
-                cwd=launch.cwd,
-                **OWN_PROCESS_GROUP,
-            )
+        popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
+        warm = popen is not None
+        if popen is None:
+            popen = self._popen(self._namespace().enter(launch.argv) if inside else launch.argv, launch)
         if not inside:
-            return LocalProcess(popen)
-        process = LocalProcess(popen, probe=self.private.probe)
+            return LocalProcess(popen, warm=warm)
+        process = LocalProcess(popen, probe=self.private.probe, warm=warm)
         self._inside += (process,)
         return process
 
+    @staticmethod
+    def _popen(argv: list[str], launch: TaskLaunch) -> subprocess.Popen:
+        with open(launch.log_path, "ab", buffering=0) as log:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=launch.env, cwd=launch.cwd, **OWN_PROCESS_GROUP)
+
     def finish(self) -> list[str]:
-        """End the private network once none of its tasks lives (a launcher given to several runs shares it)."""
+        """End the private network once none of its tasks lives (a launcher given to several runs shares it);
+        let the warm pool prepare for the next run."""
+        if self.warm:
+            warm_pool.POOL.run_ended(self._launches, private=self.chosen == "private")
         if self.private is not None and all(process.poll() is not None for process in self._inside):
             self.private.close()
             self.private, self._inside = None, ()
+        return self.take_notes()
+
+    def take_notes(self) -> list[str]:
         notes, self._notes = list(self._notes), ()
         return notes
 

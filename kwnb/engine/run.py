@@ -63,6 +63,7 @@ class Run(RunReading):
         keep_lines: int = 300,
         launcher: Launcher | str = "local",
         network: str | None = None,
+        warm: bool | None = None,
         files: list[str | os.PathLike] | None = None,
         on_end: list[Callable[["Run"], None]] | None = None,
         stall_after: float = 60.0,
@@ -82,7 +83,7 @@ class Run(RunReading):
         self.logdir = (self.cwd / logdir).resolve() if logdir else None
         self.timeout, self.on_failure, self.max_restarts = timeout, on_failure, max_restarts
         self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
-        self.launcher = make_launcher(launcher, network=network) if isinstance(launcher, str) else launcher
+        self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
         self.launcher.check()
         self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
         self.folder = RunFolder(self.dir)
@@ -164,6 +165,7 @@ class Run(RunReading):
             self.reason, self.ended_at = f"could not start: {error}", time.time()
             self._done.set()
             raise
+        self.notes.extend(self.launcher.take_notes())  # now, so the magic prints them as the run starts
         self._thread = threading.Thread(target=self._supervise, name=f"kwnb-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -357,6 +359,11 @@ class Run(RunReading):
     @property
     def chief(self) -> Task:
         return self.workers[0]
+
+    @property
+    def warm(self) -> bool:
+        """Every task of the latest launch started in a warm interpreter (TensorFlow already imported)."""
+        return all(task.warm for task in self.workers)
 
     @property
     def curves_path(self) -> Path | None:

@@ -20,6 +20,9 @@ def format_summary(run: "Run") -> str:
         head += f", {run.restarts} restart{'s' * (run.restarts != 1)}"
     lines = [head + (f" ({run.reason})" if run.reason else "")]
     lines.append("exit codes: " + ", ".join("running" if c is None else str(c) for c in codes))
+    warm = sum(task.warm for task in run.workers)
+    if warm:
+        lines.append(f"started warm: {warm} of {tasks} tasks in interpreters that had imported TensorFlow already")
     for worker in run.workers:
         role = " (chief)" if worker.is_chief else ""
         code = "" if worker.returncode is None else f"exit {worker.returncode}"

@@ -100,6 +100,7 @@ class Task:
         self.vitals = Vitals()  # phase, step rate, CPU, memory: what the overview shows
         self.runtime_lines = 0  # TensorFlow's C++ runtime lines so far, which views fold away
         self.killed_by_kwnb = False  # %kw_kill / Run.kill: a failure, but not a mysterious one
+        self.warm = False
         self._scanner = tf.TfLogScanner(user_files)
         self._folder = RunFolder(log_path.parent)
         self._sampled_at = float("-inf")
@@ -141,6 +142,7 @@ class Task:
     # ----- driven by the run (under its locks) ---------------------------------------------------
     def _started(self, process: TaskProcess, tf_config: dict) -> None:
         self._process, self.tf_config, self.pid = process, tf_config, process.pid
+        self.warm = process.warm  # in an interpreter that had already imported TensorFlow
         self.returncode, self.ended_at, self.port_open_at = None, None, None
         self.status, self.started_at, self._stop_requested = "starting", time.time(), False
         self.signals, self.killed_by_kwnb = Signals(progress_at=self.started_at), False

@@ -23,7 +23,8 @@ from .overview import OVERVIEW_CSS, overview_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
-TIMELINE_SECONDS = 3.0  # the timeline moves with the clock; a redraw costs about as much as the curves
+TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a redraw costs 50-100 ms here)
+TIMELINE_IDLE_SECONDS = 15.0  # nothing changed but the clock: the bars grow, slowly
 # The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
 CURVES_CPU_SHARE = 0.05
 LOG_LINES = 300
@@ -139,6 +140,7 @@ class Dashboard:
         self._live_curves = LiveCurves(title=f"{run.name} (chief)")
         self._timeline_at = 0.0
         self._timeline_gap = TIMELINE_SECONDS
+        self._timeline_phases = -1
         self.refresh(force_curves=True)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{run.name}", daemon=True)
         self._thread.start()
@@ -179,13 +181,21 @@ class Dashboard:
             self._set(self.logs[i], "value", log_html(worker, show_runtime=self.folds[i].value))
 
     def _refresh_timeline(self, force: bool) -> None:
-        now = time.monotonic()
-        if not force and now - self._timeline_at < self._timeline_gap:
+        """Redrawn when a phase changes (at most every TIMELINE_SECONDS) and every TIMELINE_IDLE_SECONDS
+        as the bars grow; at the end the PNG the run saved is shown as it is, not drawn again."""
+        now, run = time.monotonic(), self.run
+        phases = sum(len(task.vitals.phases) for task in run.workers)
+        due = (phases != self._timeline_phases and now - self._timeline_at >= self._timeline_gap) or \
+            now - self._timeline_at >= TIMELINE_IDLE_SECONDS
+        if not (force or due):
             return
         cpu = time.thread_time()
-        png = timeline_png(self.run)  # no lock: it reads lists the supervisor only appends to
+        saved = run.folder.timeline
+        # No lock: it reads lists the supervisor only appends to.
+        png = saved.read_bytes() if run.done and saved.is_file() else timeline_png(run)
         if png is None:
             return
+        self._timeline_phases = phases
         self.timeline.value = png
         self.timeline.layout.display = None
         self._timeline_at = now

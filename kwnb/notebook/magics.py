@@ -208,6 +208,31 @@ class KwnbMagics(Magics):
 
     @line_magic
     @magic_arguments()
+    @argument("--stop", action="store_true", help="end every warm interpreter now")
+    def kw_pool(self, line):
+        """The warm interpreters (TensorFlow already imported) that the next run of a cell starts in:
+        how many, their memory and age; --stop empties the pool."""
+        from ..backends.warm import IDLE_SECONDS, POOL
+
+        args = self._parse(self.kw_pool, line)
+        if args.stop:
+            print(f"kwnb: ended {POOL.stop()} warm interpreter(s)")
+            return
+        idle = POOL.status()
+        if not POOL.enabled():
+            print("kwnb: warm starts are off (KWNB_WARM=0)")
+        elif not idle:
+            print("kwnb: no warm interpreter" + (f" ({POOL.refused})" if POOL.refused else
+                                                 ": the pool fills when a run ends and no other run is going"))
+        for warm in idle:
+            state = "ready" if warm["ready"] else "importing TensorFlow"
+            print(f"pid {warm['pid']:>7}  {state:<20} {warm['pss'] / 2**20:6.0f} MB  {warm['age']:5.0f} s old")
+        if idle:
+            print(f"kwnb: {len(idle)} warm, {sum(w['pss'] for w in idle) / 2**20:.0f} MB in all (PSS); emptied after "
+                  f"{IDLE_SECONDS / 60:.0f} idle minutes and at exit")
+
+    @line_magic
+    @magic_arguments()
     @argument("name", help="run name")
     @argument("task", nargs="?", default=None, help="one task, by position or name (default: every live task)")
     @argument("--native", action="store_true", help="add native frames from py-spy, where it is installed")

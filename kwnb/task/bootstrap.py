@@ -27,20 +27,36 @@ def _watch_parent(parent_pid: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def main() -> None:
     script = sys.argv[1]
-    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # not kwnb/task/: its modules are not the user's
-    sys.path.append(package_parent)  # `import kwnb` (for kwnb.report) even under another Python
-    from kwnb.task.runfolder import PARENT_PID_ENV, SLURM_TASKS_ENV
+    sys.path.append(PACKAGE_PARENT)  # `import kwnb` (for kwnb.report) even under another Python
+    watch_parent()
+    run(script)
 
-    parent = os.environ.pop(PARENT_PID_ENV, None)
+
+def watch_parent() -> None:
+    """End this task's whole process group when the process that started it is gone."""
+    from kwnb.task.runfolder import PARENT_PID_ENV
+
+    parent = os.environ.pop(PARENT_PID_ENV, None)  # popped: the script's own children are not watched
     if parent:
         threading.Thread(target=_watch_parent, args=(int(parent),), daemon=True, name="kwnb-watchdog").start()
-    # Not runpy.run_path: under it the worker's `import tensorflow` cost ~0.3 s more CPU, kwnb's
-    # whole bring-up gap against a bare Popen (benchmarks/README.md). A fresh `__main__` module,
-    # as `python script.py` makes, also lets pickle find classes and functions the script defines.
+
+
+def run(script: str) -> None:
+    """Run the script as `python script.py` would; sys.argv and sys.path[0] are already the script's.
+
+    Not runpy.run_path: under it the worker's `import tensorflow` cost ~0.3 s more CPU, kwnb's
+    whole bring-up gap against a bare Popen (benchmarks/README.md). A fresh `__main__` module,
+    as `python script.py` makes, also lets pickle find classes and functions the script defines.
+    """
+    from kwnb.task.runfolder import SLURM_TASKS_ENV
+
     slurm = None
     if SLURM_TASKS_ENV in os.environ:
         from kwnb.task import slurm_env as slurm

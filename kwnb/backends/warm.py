@@ -1,0 +1,250 @@
+"""Warm starts: a pool of interpreters that have already imported TensorFlow, one per task of the
+last run, so that re-running a cell skips the 2.4-4 s `import tensorflow` costs per worker here.
+
+Rules that keep it correct and cheap:
+- A warm interpreter serves a task only if it was started with the same Python and the same
+  environment, apart from what differs per task (`key`): variables such as TF_CPP_MIN_LOG_LEVEL or
+  TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device set-up. Otherwise the
+  task starts cold, and the next refill builds the pool for the new key.
+- Used once (TensorFlow keeps state); refilled only when no run of this process is active (these
+  machines have 2 cores: an import must not compete with training), and only where available
+  memory covers it with room to spare; emptied after 10 idle minutes and at exit. Each warm
+  interpreter runs the bootstrap's parent watchdog, so a SIGKILLed kernel leaves none behind.
+- Local backend only. Under `--network private` the pool keeps its interpreters in a private
+  network of its own, made in advance, which the next run adopts (backends/netns.py).
+
+Which lock guards what: `Pool._lock` guards the list of idle interpreters and the run count; it is
+never held while a process starts or stops.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from ..task.runfolder import PARENT_PID_ENV, PER_TASK_ENV, RUN_DIR_ENV
+from . import netns
+from .base import TaskLaunch
+
+WARM_SCRIPT = str(Path(__file__).parents[1] / "task" / "warm.py")
+WARM_ENV = "KWNB_WARM"  # 0 turns warm starts off for this process
+IDLE_SECONDS = 600.0
+# Not part of the key: set per task, or read only when tf.keras is first touched (after the hand-off).
+NOT_KEYED = (*PER_TASK_ENV, RUN_DIR_ENV, "TF_USE_LEGACY_KERAS")
+MEMORY_RESERVE = 1 << 30  # what must stay available besides the pool (a 2-worker run needs ~1.3 GB more)
+FIRST_GUESS_PSS = 450 << 20  # until one warm interpreter has been measured (TF 2.21 + tf-keras, idle)
+
+
+def key(python: str, env: dict[str, str]) -> str:
+    """What a warm interpreter must share with a task to serve it."""
+    kept = sorted((k, v) for k, v in env.items() if k not in NOT_KEYED)
+    return hashlib.sha256(json.dumps([os.path.realpath(python), kept]).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Warm:
+    popen: subprocess.Popen
+    key: str
+    log: Path
+    network: "netns.PrivateNetwork | None" = None  # the private network it waits in, if any
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ready(self) -> bool:
+        try:
+            return "kwnb-warm: ready" in self.log.read_text(errors="replace")
+        except OSError:
+            return False
+
+    def pss(self) -> int:
+        try:
+            return psutil.Process(self.popen.pid).memory_full_info().pss
+        except (psutil.Error, AttributeError):
+            return 0
+
+    def end(self) -> None:
+        try:
+            self.popen.stdin.close()  # end of input: it exits by itself
+        except OSError:
+            pass
+        try:
+            self.popen.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class Pool:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle: list[Warm] = []
+        self._active_runs = 0
+        self._wanted: tuple | None = None  # (key, python, env, cwd, count, private) to refill for
+        self._last_used = time.monotonic()
+        self.measured_pss = 0
+        self.refused = ""  # why the pool was not refilled last time, in words
+        self._folder = Path(tempfile.mkdtemp(prefix="kwnb-warm-"))
+        self._timer: threading.Timer | None = None
+        self._claimed: "netns.PrivateNetwork | None" = None  # the pool's network a running run adopted
+
+    @staticmethod
+    def enabled() -> bool:
+        return os.environ.get(WARM_ENV, "1") != "0"
+
+    # ----- the launcher's side --------------------------------------------------------------------
+    def run_started(self) -> None:
+        with self._lock:
+            self._active_runs += 1
+
+    def run_ended(self, launches: list[TaskLaunch], private: bool = False) -> None:
+        """A run of this process ended: remember what it launched, refill when no run is active."""
+        with self._lock:
+            self._active_runs = max(0, self._active_runs - 1)
+            if launches:
+                first = launches[0]
+                self._wanted = (key(first.python, first.env), first.python, _base_env(first.env), first.cwd,
+                                len(launches), private)
+            idle = self._active_runs == 0
+            # Interpreters left in a network a run adopted are the run's no more: end them with it.
+            leftovers = [w for w in self._idle if w.network is not None and w.network is self._claimed]
+            self._idle = [w for w in self._idle if w not in leftovers]
+            self._claimed = None
+        for warm in leftovers:
+            warm.end()
+        if idle and self.enabled():
+            threading.Thread(target=self.refill, name="kwnb-warm-refill", daemon=True).start()
+
+    def claim_network(self) -> "netns.PrivateNetwork | None":
+        """A private network the pool made with warm interpreters waiting in it, for a run to adopt:
+        from now on the run's launcher owns it (and closes it); its interpreters stay offered by `take`."""
+        with self._lock:
+            network = next((w.network for w in self._idle if w.network is not None and w.network.alive), None)
+            if network is not None:
+                self._claimed = network
+            return network
+
+    def take(self, launch: TaskLaunch, network: "netns.PrivateNetwork | None" = None) -> subprocess.Popen | None:
+        """A warm interpreter now running this task, or None (none matches: start it cold). Only one in
+        the same network as the task: none (this machine's) or the private network the run adopted."""
+        wanted = key(launch.python, launch.env)
+        with self._lock:
+            match = next((w for w in self._idle if w.key == wanted and w.network is network
+                          and w.popen.poll() is None), None)
+            if match is None:
+                return None
+            self._idle.remove(match)
+            self._last_used = time.monotonic()
+        job = {"argv": launch.argv[3:], "env": launch.env, "cwd": launch.cwd, "log": str(launch.log_path)}
+        try:
+            match.popen.stdin.write((json.dumps(job) + "\n").encode())
+            match.popen.stdin.close()
+        except OSError:
+            return None  # it died meanwhile: start cold
+        return match.popen
+
+    # ----- filling and emptying -------------------------------------------------------------------
+    def refill(self) -> None:
+        with self._lock:
+            if self._wanted is None or self._active_runs:
+                return
+            wanted_key, python, env, cwd, count, private = self._wanted
+            stale = [w for w in self._idle if w.key != wanted_key or w.popen.poll() is not None
+                     or (w.network is not None) != private]
+            self._idle = [w for w in self._idle if w not in stale]
+            missing = count - len(self._idle)
+        _end_all(stale)
+        if missing <= 0 or not self._room_for(missing):
+            return
+        network = next((w.network for w in self._idle if w.network is not None), None)
+        if private and network is None:
+            try:
+                network = netns.PrivateNetwork().start()
+            except Exception as error:  # no network, no pool: the next run starts cold and makes its own
+                self.refused = f"no warm interpreters kept: could not make their private network ({error})"
+                return
+        started = [self._start(wanted_key, python, env, cwd, network) for _ in range(missing)]
+        with self._lock:
+            self._idle += started
+        self._arm_idle_timer()
+        threading.Thread(target=self._measure, args=(started[0],), daemon=True).start()
+
+    def _room_for(self, count: int) -> bool:
+        per = self.measured_pss or FIRST_GUESS_PSS
+        available = psutil.virtual_memory().available
+        if available < count * per + MEMORY_RESERVE:
+            self.refused = (f"no warm interpreters kept: {available / 2**30:.1f} GB available, and {count} would "
+                            f"take {count * per / 2**30:.1f} GB with {MEMORY_RESERVE / 2**30:.0f} GB to spare")
+            return False
+        self.refused = ""
+        return True
+
+    def _start(self, wanted_key: str, python: str, env: dict, cwd: str, network=None) -> Warm:
+        log = self._folder / f"warm-{time.time_ns()}.log"
+        env = {**env, PARENT_PID_ENV: str(os.getpid())}  # its watchdog: it ends when this process does
+        argv = [python, "-u", WARM_SCRIPT]
+        with open(log, "ab") as out:
+            popen = subprocess.Popen(network.enter(argv) if network else argv, stdin=subprocess.PIPE, stdout=out,
+                                     stderr=subprocess.STDOUT, env=env, cwd=cwd, **_own_group())
+        return Warm(popen, wanted_key, log, network)
+
+    def _measure(self, warm: Warm) -> None:
+        deadline = time.monotonic() + 60
+        while not warm.ready and warm.popen.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        self.measured_pss = warm.pss() or self.measured_pss
+
+    def _arm_idle_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(IDLE_SECONDS, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        if time.monotonic() - self._last_used >= IDLE_SECONDS - 1:
+            self.stop()
+
+    def stop(self) -> int:
+        """Empty the pool; returns how many interpreters it ended."""
+        with self._lock:
+            idle, self._idle, self._wanted = self._idle, [], None
+        _end_all(idle, keep=self._claimed)
+        return len(idle)
+
+    def status(self) -> list[dict]:
+        with self._lock:
+            idle = list(self._idle)
+        return [{"pid": w.popen.pid, "ready": w.ready, "age": time.time() - w.started_at, "pss": w.pss(),
+                 "key": w.key} for w in idle]
+
+
+def _end_all(interpreters: list[Warm], keep=None) -> None:
+    """End interpreters, and the private networks they leave empty (not one a run has adopted)."""
+    for warm in interpreters:
+        warm.end()
+    for network in {id(w.network): w.network for w in interpreters if w.network is not None}.values():
+        if network is not keep:
+            network.close()
+
+
+def _base_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in NOT_KEYED}
+
+
+def _own_group() -> dict:
+    # As local tasks are: the warm interpreter becomes the task, whose process group kwnb signals.
+    return {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
+
+POOL = Pool()
+atexit.register(POOL.stop)

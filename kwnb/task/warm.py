@@ -1,0 +1,66 @@
+"""A warm interpreter: TensorFlow already imported, waiting for one task to run (issue 15).
+
+Started by the kernel's pool (kwnb/backends/warm.py) after a run ends, with the environment the next
+run's tasks will have, less what differs per task (TF_CONFIG, kwnb's own variables,
+TF_USE_LEGACY_KERAS: TensorFlow reads that one when `tf.keras` is first touched, not at import). It
+imports TensorFlow (and tf-keras), then reads one job from stdin, a JSON line: the task's argv, its
+complete environment, its working directory and its log. It then becomes that task: the environment
+replaced, stdout and stderr on the log, stdin on /dev/null, and the script run by the bootstrap in a
+fresh `__main__`, exactly as a cold start runs it. Used once: TensorFlow keeps state. End of input
+(the pool emptied, the kernel gone) ends it; so does the bootstrap's parent watchdog.
+
+Standard library only, like all of kwnb/task/.
+"""
+import json
+import os
+import sys
+
+READY = "kwnb-warm: ready"  # written to the pool's log once the imports are done
+
+
+def warm_up() -> None:
+    for name in ("tensorflow", "tf_keras"):
+        try:
+            __import__(name)
+        except Exception as error:  # the task will import it itself and say what is wrong
+            print(f"kwnb-warm: could not import {name}: {type(error).__name__}: {error}", flush=True)
+    print(READY, flush=True)
+
+
+def become(job: dict) -> str:
+    """Take on the task's environment, working directory, files and argv; returns its script."""
+    from kwnb.task.runfolder import PARENT_PID_ENV
+
+    os.environ.clear()
+    os.environ.update(job["env"])
+    os.environ.pop(PARENT_PID_ENV, None)  # the watchdog already watches the kernel, as in a cold start
+    os.chdir(job["cwd"])
+    log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, target in ((0, null), (1, log), (2, log)):
+        os.dup2(target, fd)
+    os.close(log)
+    os.close(null)
+    script = job["argv"][0]
+    sys.argv = list(job["argv"])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    return script
+
+
+def main() -> None:
+    del sys.path[0]  # kwnb/task/: its modules must not stand in for anything TensorFlow imports
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from kwnb.task import bootstrap
+
+    bootstrap.watch_parent()
+    warm_up()
+    line = sys.stdin.readline()
+    if not line.strip():
+        return  # the pool let this interpreter go unused
+    bootstrap.run(become(json.loads(line)))
+
+
+if __name__ == "__main__":
+    main()

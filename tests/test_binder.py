@@ -95,6 +95,16 @@ def test_start_script_sets_offline_data_and_hands_over(clone):
     assert result.returncode == 0 and result.stdout.strip() == "1", result.stderr
 
 
+def test_start_script_points_tensorboard_at_the_hub_proxy(clone):
+    """%kw_tensorboard's frame goes through jupyter-server-proxy behind JupyterHub (Binder)."""
+    start = clone / "binder" / "start"
+    env = {k: v for k, v in os.environ.items() if k != "TENSORBOARD_PROXY_URL"}
+    env["JUPYTERHUB_SERVICE_PREFIX"] = "/user/someone/"
+    result = subprocess.run([str(start), sys.executable, "-c", "import os; print(os.environ['TENSORBOARD_PROXY_URL'])"],
+                            capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode == 0 and result.stdout.strip() == "/user/someone/proxy/%PORT%/", result.stderr
+
+
 def test_pip_resolves_the_requirements(clone, tmp_path):
     report = tmp_path / "report.json"
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
@@ -108,3 +118,4 @@ def test_pip_resolves_the_requirements(clone, tmp_path):
     assert resolved["kwnb"] and resolved["tensorflow"].startswith("2.21.") and resolved["tf-keras"].startswith("2.21.")
     assert resolved["ipywidgets"].startswith("8.")
     assert "tensorflow-cpu" not in resolved
+    assert resolved["tensorboard"].startswith("2.21.") and resolved["jupyter-server-proxy"]

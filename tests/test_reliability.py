@@ -56,6 +56,9 @@ def test_a_taken_port_relaunches_the_cluster_on_new_ports():
     log = run.workers[0].log_path.read_text()
     assert "Could not start gRPC server" in log and "new ports, try 2" in log
     assert [row["epoch"] for row in run.history()] == [0, 1, 2]
+    # Said while it happened (port_taken), withdrawn once the relaunched cluster trained: no false alarm left.
+    taken = [d for d in run.diagnosis_history if d.kind == "port_taken"]
+    assert taken and f"{thief.taken_port}" in taken[0].message and run.diagnoses == []
 
 
 @pytest.mark.slow

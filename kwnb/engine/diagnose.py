@@ -25,6 +25,8 @@ PEER_GRACE_SECONDS = 3.0  # a peer reported gone while its process still runs: w
 TRANSIENT = ("waiting_for_peers", "stalled", "port_taken")
 # Collective failures a task raises because a peer is gone: consequences, not causes.
 CONSEQUENCES = ("UnavailableError", "CancelledError", "AbortedError", "DeadlineExceededError")
+# Kinds that say where a failure started, for the run's reason (the earliest wins).
+ORIGINS = ("error", "killed", "keras3", "tf_config_overridden", "port_taken")
 MEMORY_HINT_SHARE = 0.5  # peak memory above this share of the machine's makes the OOM killer a suspect
 
 
@@ -61,6 +63,7 @@ def merge(run: "Run", found: list[Diagnosis], now: float, final: bool = False) -
         kept.append(diagnosis)
         new.append(diagnosis)
     run.diagnoses = kept
+    run.diagnosis_history.extend(new)
     return new
 
 
@@ -86,7 +89,7 @@ def _stall(run: "Run", now: float, waiting: bool) -> Diagnosis | None:
 
 def origin(run: "Run") -> Diagnosis | None:
     """The task where a failure started (the one that raised or was killed), for the run's reason."""
-    causes = [d for d in run.diagnoses if d.kind in ("error", "killed", "keras3") and d.task is not None]
+    causes = [d for d in run.diagnoses if d.kind in ORIGINS and d.task is not None]
     return min(causes, key=lambda d: d.since) if causes else None
 
 
@@ -173,8 +176,9 @@ def killed(task: "Task") -> Diagnosis | None:
 
 
 def error(task: "Task", script: str) -> Diagnosis | None:
-    if task.signals.traceback is None or task.stop_requested or task.signals.keras3 is not None:
-        return None  # (keras3 says what that failure means)
+    signals = task.signals
+    if signals.traceback is None or task.stop_requested or signals.keras3 or signals.bind_failure:
+        return None  # (keras3, port_taken or tf_config_overridden says what that failure means)
     _, traceback = task.signals.traceback
     # Reached the script's top level: uncaught, so the task is ending with it (exiting can take seconds).
     uncaught = any(f.function == "<module>" and f.file.endswith(script) for f in traceback.frames)

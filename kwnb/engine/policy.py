@@ -68,6 +68,7 @@ def _relaunch_on_new_ports(run: "Run", failed: list) -> bool:
     clashed = [task for task in failed if task.bind_failed and task.signals.tf_config_set is None]
     if not clashed or run.port_retries >= PORT_RETRIES:
         return False
+    run._diagnose(now_please=True)  # port_taken, said before the relaunch withdraws it
     with run._lock:
         run.port_retries += 1
         run.notes.append(f"{clashed[0].id} could not bind {clashed[0].address} (taken after it was chosen); "

@@ -101,6 +101,7 @@ class Run(RunReading):
         self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
         self.timed_out = False
         self.diagnoses: list[diagnose.Diagnosis] = []  # what kwnb found wrong, in one sentence each
+        self.diagnosis_history: list[diagnose.Diagnosis] = []  # every one ever made, withdrawn ones too
         self._diagnosed_at = 0.0
         self.started_at: float | None = None
         self.ended_at: float | None = None
@@ -231,11 +232,11 @@ class Run(RunReading):
                 self.chief.metrics.feed_rows(epochs, steps, steps_per_epoch=self._tensorboard.steps_per_epoch)
             return changed or bool(epochs or steps)
 
-    def _diagnose(self, final: bool = False) -> None:
+    def _diagnose(self, final: bool = False, now_please: bool = False) -> None:
         # Once kwnb is ending the run, what held until then stays said (a stop must not erase "stalled").
         final = final or self._stopping
         now = time.time()
-        if final or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
+        if final or now_please or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
             self._diagnosed_at = now
             found = diagnose.findings(self, now)  # outside the state lock: it may ask tasks for their stacks
             with self._lock:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ui_support.dashboard_page import Frontend, during_run, record_session
+from ui_support.dashboard_page import (Frontend, check_late_worker_shown_waiting, check_overview_rows,
+                                       check_runtime_lines_folded, check_timeline_drawn, during_run, record_session,
+                                       toggle_text)
 from ui_support.lab import CHROMIUM, DARK, jupyterlab
 
 pytestmark = [
@@ -52,7 +54,7 @@ def test_a_tab_per_worker(ui):
 
 
 def test_log_lines_arrive_while_the_run_goes_on(ui):
-    live = during_run(ui)
+    live = [s for s in during_run(ui) if toggle_text(s).endswith("hidden - show")]  # not while unfolded
     chief_logs = [s["logs"][0] for s in live]
     assert len(set(chief_logs)) >= 3, "the chief's log changed fewer than 3 times while running"
     counts = [len(log.splitlines()) for log in chief_logs]
@@ -93,14 +95,39 @@ def test_status_is_words_as_well_as_colour_in_both_themes(ui):
     for state in (ui["final"], ui["dark"]):
         assert all(l.endswith(": finished") for l in state["labels"])
         assert state["title"].startswith("FINISHED") and all("FINISHED" in h for h in state["headers"])
-    for theme in ("contrast_running", "contrast_light", "contrast_dark"):
+    new_parts = {"overview_head", "overview_cell", "overview_badge", "fold"}
+    assert "banner" in ui["contrast_waiting"], "the diagnoses banner was not measured"
+    for theme in ("contrast_waiting", "contrast_running", "contrast_narrow", "contrast_light", "contrast_dark"):
+        assert new_parts <= ui[theme].keys(), f"{theme}: the overview or the toggle not found: {ui[theme]}"
         low = {k: round(v, 2) for k, v in ui[theme].items() if v < 4.5}
         assert not low, f"{theme}: text below WCAG AA contrast 4.5:1: {low}"
 
 
 def test_narrow_width_stays_inside_the_page(ui):
     assert ui["screenshots"]["narrow"].exists()
-    assert ui["narrow_overflow"] <= 2, f"the dashboard is {ui['narrow_overflow']} px wider than its cell at 700 px"
+    assert ui["narrow_overflow"] <= 2, \
+        f"the dashboard is {ui['narrow_overflow']} px wider than its cell at 700 px: {ui['narrow_too_wide']}"
+    overflow = ui["narrow_overview_overflow"]
+    assert overflow <= 2, f"the overview reaches {overflow} px past the dashboard at 700 px"
+    assert all(ui["narrow_snapshot"]["overview"]["rows_shown"])
+
+
+# The whole cluster at a glance (issue 14): worker 1 starts 14 s late, so the chief waits for it.
+
+def test_overview_shows_every_task_at_once_with_rate_and_memory(ui):
+    check_overview_rows(ui)
+
+
+def test_a_late_worker_is_shown_waiting_in_words(ui):
+    check_late_worker_shown_waiting(ui)
+
+
+def test_runtime_lines_are_folded_until_the_toggle_is_clicked(ui):
+    check_runtime_lines_folded(ui)
+
+
+def test_timeline_is_drawn_under_the_curves(ui):
+    check_timeline_drawn(ui)
 
 
 # What a person sees but the DOM alone does not say (each was a real problem of the dashboard once).
@@ -119,5 +146,7 @@ def test_curves_are_not_upscaled(ui):
 
 
 def test_no_broken_image_before_the_first_curves(ui):
-    first = ui["snapshots"][0]
-    assert not (first["img_box"] and first["img_box"]["shown"] and not first["img"]["rendered"])
+    for first in ui["snapshots"][:3]:
+        assert not (first["img_box"] and first["img_box"]["shown"] and not first["img"]["rendered"])
+        timeline = first["timeline"]
+        assert not (timeline and timeline["shown"] and not timeline["rendered"])

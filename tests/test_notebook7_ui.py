@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ui_support.dashboard_page import Frontend, during_run, record_session
+from ui_support.dashboard_page import (Frontend, check_late_worker_shown_waiting, check_overview_rows,
+                                       check_runtime_lines_folded, check_timeline_drawn, during_run, record_session)
 from ui_support.lab import CHROMIUM, DARK, notebook7
 
 pytestmark = [
@@ -85,11 +86,25 @@ def test_the_kernel_answers_while_the_workers_run(ui):
 
 def test_readable_contrast_in_both_themes(ui):
     assert ui["theme"] == DARK and ui["dark"]["labels"] == ui["final"]["labels"]
-    for theme in ("contrast_running", "contrast_light", "contrast_dark"):
-        assert {"title", "tab", "log"} <= ui[theme].keys(), f"{theme}: texts not found: {ui[theme]}"
+    assert "banner" in ui["contrast_waiting"], "the diagnoses banner was not measured"
+    for theme in ("contrast_waiting", "contrast_running", "contrast_narrow", "contrast_light", "contrast_dark"):
+        expected = {"title", "tab", "log", "overview_head", "overview_cell", "overview_badge", "fold"}
+        assert expected <= ui[theme].keys(), f"{theme}: texts not found: {ui[theme]}"
         low = {k: round(v, 2) for k, v in ui[theme].items() if v < 4.5}
         assert not low, f"{theme}: text below WCAG AA contrast 4.5:1: {low}"
 
 
 def test_narrow_width_stays_inside_the_page(ui):
-    assert ui["narrow_overflow"] <= 2, f"the dashboard is {ui['narrow_overflow']} px wider than its cell at 700 px"
+    assert ui["narrow_overflow"] <= 2, \
+        f"the dashboard is {ui['narrow_overflow']} px wider than its cell at 700 px: {ui['narrow_too_wide']}"
+    overflow = ui["narrow_overview_overflow"]
+    assert overflow <= 2, f"the overview reaches {overflow} px past the dashboard at 700 px"
+    assert all(ui["narrow_snapshot"]["overview"]["rows_shown"])
+
+
+def test_overview_late_worker_quiet_logs_and_timeline(ui):
+    """The whole cluster at a glance (issue 14), as in the JupyterLab test."""
+    check_overview_rows(ui)
+    check_late_worker_shown_waiting(ui)
+    check_runtime_lines_folded(ui)
+    check_timeline_drawn(ui)

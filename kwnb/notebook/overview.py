@@ -17,7 +17,11 @@ COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "rest
 
 
 # Once per dashboard (in its hidden style widget), so that each refresh sends only the table's cells.
-OVERVIEW_CSS = (".kwnb-overview{border-collapse:collapse;font-size:0.85em;margin:2px 0 4px 0}"
+# Where the cell is narrower than the table (23 px short at a 700 px window in JupyterLab), the table
+# scrolls sideways in its own box (display:block, overflow-x:auto) instead of widening the page; its
+# HTML widget's box may shrink below the table's width for that (min-width:0, a flex item's default is auto).
+OVERVIEW_CSS = (".kwnb-overview{border-collapse:collapse;font-size:0.85em;margin:2px 0 4px 0;"
+                "display:block;max-width:100%;overflow-x:auto}.kwnb-dashboard .widget-html-content{min-width:0}"
                 ".kwnb-overview th{text-align:left;font-weight:600;padding:1px 10px 1px 0}"
                 ".kwnb-overview td{padding:1px 10px 1px 0;white-space:nowrap}")
 

@@ -3,7 +3,8 @@
 JupyterLab 4 and Notebook 7 build their pages from the same JupyterLab parts (.jp-Cell,
 .jp-OutputArea, the Lumino menu bar), so the same steps and DOM probes serve both; a Frontend
 says what differs (server, notebook URL, idle signal, screenshot names). While the workers
-train, the page is read about three times a second, so the checks see the dashboard live.
+train, the page is read about three times a second, so the checks see the dashboard live:
+worker 1 starts late, so the overview shows the chief waiting for it, then both training.
 """
 from __future__ import annotations
 
@@ -26,11 +27,16 @@ SHOTS = REPO / "build" / "ui-screenshots"
 DOCS_IMAGES = REPO / "docs" / "images"
 DASHBOARD = ".jp-OutputArea .kwnb-dashboard"
 
-# tf-keras model.fit, verbose=1 (a live progress bar): about 15 s of training on 2 CPU workers.
+# tf-keras model.fit, verbose=1 (a live progress bar): about 18 s of training on 2 CPU workers. Worker 1
+# comes late: it sleeps 14 s before creating its strategy, so the chief visibly waits for it, past the
+# 10 s after which kwnb explains a wait (the banner shows for about 4 s, a dozen of the page's samples).
 FIT = """\
+import json, os, time
 import numpy as np
 import tensorflow as tf
 
+if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+    time.sleep(14)  # a late worker: the others wait for it
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 x = np.random.rand(1024, 8).astype("float32")
 y = (x.sum(1) > 4).astype("int64")
@@ -39,7 +45,7 @@ with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)),
                                  tf.keras.layers.Dense(2)])
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-model.fit(dataset, epochs=4, steps_per_epoch=250, verbose=1)
+model.fit(dataset, epochs=4, steps_per_epoch=200, verbose=1)
 print("DONE")
 """
 CELLS = [
@@ -50,11 +56,16 @@ CELLS = [
     "kwnb.get_run('main')  # the same live dashboard, e.g. after reopening the notebook",
 ]
 
-# Everything the checks need, read from the page in one go.
+# Everything the checks need, read from the page in one go. The dashboard's direct children, in order:
+# title and Stop, the diagnoses banner, the overview, the tabs, the curves' note, the curves, the timeline.
 SNAPSHOT_JS = """() => {
   const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
   if (!d) return null;
-  const img = d.querySelector('img');
+  const [img, timeline] = d.querySelectorAll(':scope > img');
+  const shown = e => !!e && e.getClientRects().length > 0 && e.offsetWidth > 0;
+  const table = d.querySelector('table.kwnb-overview');
+  const banner = d.querySelector(':scope > .widget-html > .widget-html-content > div');
+  const folds = [...d.querySelectorAll('.widget-toggle-button')];
   return {
     labels: [...d.querySelectorAll('.lm-TabBar-tab .lm-TabBar-tabLabel')].map(e => e.textContent),
     bars: [...d.querySelectorAll('.widget-hprogress .progress-bar')].map(e => parseFloat(e.style.width) || 0),
@@ -63,6 +74,20 @@ SNAPSHOT_JS = """() => {
     title: d.querySelector('.widget-html-content').textContent,
     img: img ? {src: img.src, rendered: img.complete && img.naturalWidth > 0, width: img.naturalWidth} : null,
     stop_disabled: d.querySelector('button').disabled,
+    banner: banner ? banner.textContent : '',
+    overview: table ? {
+      columns: [...table.querySelectorAll('th')].map(e => e.textContent),
+      rows: [...table.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim())),
+      rows_shown: [...table.querySelectorAll('tbody tr')].map(shown),  // drawn, not in a hidden tab
+    } : null,
+    folds: folds.map(e => ({text: e.textContent.trim(), shown: shown(e)})),
+    // the log under the visible tab's toggle (the tab a person looks at)
+    visible_log: (() => { const pre = [...d.querySelectorAll('.widget-html-content pre')].find(shown);
+                          return pre ? pre.textContent : null; })(),
+    timeline: timeline ? {src: timeline.src, rendered: timeline.complete && timeline.naturalWidth > 0,
+                          width: timeline.naturalWidth, shown: shown(timeline), box_width: timeline.clientWidth,
+                          below_curves: !shown(img) || timeline.getBoundingClientRect().top
+                                                       >= img.getBoundingClientRect().bottom - 1} : null,
     // Layout probes, for what a person sees rather than what the DOM holds:
     clipped_labels: [...d.querySelectorAll('.lm-TabBar-tab .lm-TabBar-tabLabel')]
       .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent),
@@ -79,13 +104,44 @@ SNAPSHOT_JS = """() => {
   };
 }"""
 
-# WCAG contrast of the dashboard's texts against what is really behind them (first opaque ancestor).
+# How far the overview reaches past the dashboard's right edge, unless a box of its own scrolls it
+# sideways (then the box's edge counts): a table cut off or widening the page is what a person minds.
+OVERVIEW_OVERFLOW_JS = """() => {
+  const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
+  const table = d.querySelector('table.kwnb-overview');
+  let edge = table;
+  for (let e = table; e && e !== d; e = e.parentElement)
+    if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) { edge = e; break; }
+  return Math.round(edge.getBoundingClientRect().right - d.getBoundingClientRect().right);
+}"""
+
+# The elements reaching past the dashboard's right edge, unclipped by a scrolling box between them
+# and the dashboard: what an overflow comes from.
+TOO_WIDE_JS = """() => {
+  const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
+  const right = d.getBoundingClientRect().right;
+  const clipped = e => { for (e = e.parentElement; e && e !== d; e = e.parentElement)
+                           if (getComputedStyle(e).overflowX !== 'visible') return true; return false; };
+  return [...d.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > right + 0.5 && !clipped(e))
+    .slice(0, 6).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} `
+      + (e.parentElement === d ? `(the dashboard's child ${[...d.children].indexOf(e) + 1} of ${d.children.length}) ` : '')
+      + `+${(e.getBoundingClientRect().right - right).toFixed(1)} px`);
+}"""
+
+# WCAG contrast of the dashboard's texts against what is really behind them: translucent layers
+# (the banner's 10 % red) composited over the first opaque ancestor.
 CONTRAST_JS = """() => {
   const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
   const lum = ([r, g, b]) => { const f = c => (c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
                                return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const background = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
-                               if (c.length === 3 || c[3] > 0.5) return c.slice(0, 3); } return [255, 255, 255]; };
+  const background = e => {
+    const layers = [];
+    for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || c[3] === 1) { layers.push(c.slice(0, 3)); break; } if (c[3] > 0) layers.push(c); }
+    if (layers.length === 0 || layers[layers.length - 1].length === 4) layers.push([255, 255, 255]);
+    let [r, g, b] = layers.pop();
+    for (const [lr, lg, lb, a] of layers.reverse()) [r, g, b] = [lr * a + r * (1 - a), lg * a + g * (1 - a), lb * a + b * (1 - a)];
+    return [r, g, b]; };
   const ratio = e => { const a = lum(rgb(getComputedStyle(e).color)), b = lum(background(e));
                        return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); };
   const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
@@ -94,7 +150,10 @@ CONTRAST_JS = """() => {
                 tab: '.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel',
                 other_tab: '.lm-TabBar-tab:not(.lm-mod-current) .lm-TabBar-tabLabel',
                 log: '.widget-html-content pre', label: '.widget-label', note: '.widget-html-content div',
-                stop: 'button'};
+                stop: 'button', fold: '.widget-toggle-button',
+                overview_head: 'table.kwnb-overview th', overview_cell: 'table.kwnb-overview td',
+                overview_badge: 'table.kwnb-overview td span',
+                banner: ':scope > .widget-html > .widget-html-content > div'};
   for (const [name, selector] of Object.entries(pick)) {
     const e = d.querySelector(selector);
     if (e && !e.disabled) out[name] = ratio(e);  // a disabled control is exempt from contrast rules
@@ -188,46 +247,83 @@ def watch_training(page, frontend: Frontend, record: dict, started: float) -> No
     select_cell(page, 3)
     menu(page, "Run", "Run All Above Selected Cell")
     page.locator(DASHBOARD).wait_for(timeout=60_000)
-    asked_again = narrow_done = running_shot = False
+    done: set[str] = set()
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
-        snapshot = page.evaluate(SNAPSHOT_JS)
-        snapshot["t"] = time.monotonic() - started
-        record["snapshots"].append(snapshot)
+        snapshot = sample(page, record, started)
         chief_progress = snapshot["bars"][0] if snapshot["bars"] else 0
-        if running(snapshot) and 5 < chief_progress < 90 and not asked_again:
+        if snapshot["banner"] and "waiting" not in done:  # the chief waits for the late worker 1
+            record["contrast_waiting"] = page.evaluate(CONTRAST_JS)
+            shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-waiting.png")
+            done.add("waiting")
+        if running(snapshot) and 5 < chief_progress < 90 and "asked" not in done:
             # Ask the kernel again mid-training, as a person would while watching.
             select_cell(page, 2)
             menu(page, "Run", "Run Selected Cell and Do not Advance")
-            asked_again = True
-        if running(snapshot) and chief_progress >= 35 and not running_shot:
+            done.add("asked")
+        if running(snapshot) and chief_progress >= 35 and "running" not in done:
             record["contrast_running"] = page.evaluate(CONTRAST_JS)
             record["screenshots"]["running"] = shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-running.png",
                                                     docs="dashboard.png" if frontend.docs else None)
-            running_shot = True
-        if running(snapshot) and chief_progress >= 55 and not narrow_done:
+            done.add("running")
+        if running(snapshot) and chief_progress >= 55 and "narrow" not in done:
             narrow(page, frontend, record)
-            narrow_done = True
+            done.add("narrow")
+        if running(snapshot) and chief_progress >= 65 and "unfolded" not in done:
+            unfold_and_fold_again(page, record, started)
+            done.add("unfolded")
         if snapshot["stop_disabled"]:  # the run is over (finished, failed or stopped)
             break
         page.wait_for_timeout(300)
     record["timings"]["finished"] = time.monotonic() - started
-    page.wait_for_timeout(2000)  # the last curves redraw
-    if not running_shot:  # a run too quick to catch mid-way: the checks say so
+    page.wait_for_timeout(2000)  # the last curves and timeline redraw
+    if "running" not in done:  # a run too quick to catch mid-way: the checks say so
         shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-running.png")
-    if not narrow_done:
+    if "narrow" not in done:
         narrow(page, frontend, record)
 
 
+def sample(page, record: dict, started: float) -> dict:
+    snapshot = page.evaluate(SNAPSHOT_JS)
+    snapshot["t"] = time.monotonic() - started
+    record["snapshots"].append(snapshot)
+    return snapshot
+
+
+def sample_until(page, record: dict, started: float, done: Callable, seconds: float = 5.0) -> dict:
+    """Sample the page until done(snapshot) holds or `seconds` pass; the last snapshot."""
+    deadline = time.monotonic() + seconds
+    while not done(snapshot := sample(page, record, started)) and time.monotonic() < deadline:
+        page.wait_for_timeout(150)
+    return snapshot
+
+
+def unfold_and_fold_again(page, record: dict, started: float) -> None:
+    """Click the visible tab's toggle: TensorFlow's runtime lines show; click it again: folded away,
+    so that the screenshots after this show the quiet log a learner sees by default."""
+    toggle = page.locator(f"{DASHBOARD} .widget-toggle-button:visible").first
+    record["folded"] = sample(page, record, started)
+    toggle.click()
+    record["unfolded"] = sample_until(page, record, started, lambda s: "I0000" in (s["visible_log"] or ""))
+    toggle.click()
+    record["refolded"] = sample_until(page, record, started, lambda s: "I0000" not in (s["visible_log"] or "I0000"))
+    toggle.blur()  # no focus ring in the screenshots that follow
+
+
 def narrow(page, frontend: Frontend, record: dict) -> None:
-    """A 700 px wide window: the screenshot, and how far the dashboard overflows its cell."""
+    """A 700 px wide window: the screenshot, and how far the dashboard and its overview overflow the cell."""
     page.set_viewport_size({"width": 700, "height": 1100})
     page.wait_for_timeout(600)
+    page.locator(f"{DASHBOARD} table.kwnb-overview").scroll_into_view_if_needed()
     record["screenshots"]["narrow"] = shot(page, f"{frontend.prefix}dashboard-narrow-700px.png",
                                            docs="dashboard-narrow.png" if frontend.docs else None)
     record["narrow_overflow"] = page.evaluate(
         "() => { const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');"
         " return d.scrollWidth - d.clientWidth; }")
+    record["narrow_overview_overflow"] = page.evaluate(OVERVIEW_OVERFLOW_JS)
+    record["narrow_too_wide"] = page.evaluate(TOO_WIDE_JS)
+    record["narrow_snapshot"] = page.evaluate(SNAPSHOT_JS)
+    record["contrast_narrow"] = page.evaluate(CONTRAST_JS)
     page.set_viewport_size({"width": 1280, "height": 1100})
 
 
@@ -248,11 +344,79 @@ def dark_theme_reopened(lab, page, frontend: Frontend, record: dict) -> None:
     record["theme"] = page.evaluate("() => document.body.dataset.jpThemeName")
     select_cell(page, 3)
     menu(page, "Run", "Run Selected Cell and Do not Advance")
-    page.locator(f"{DASHBOARD} img").wait_for(timeout=30_000)
-    page.wait_for_function("() => document.querySelector('.jp-OutputArea .kwnb-dashboard img').naturalWidth > 0")
+    # both images (the curves, the timeline) drawn again from the kernel's widget state
+    page.wait_for_function("() => { const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');"
+                           " const images = d ? d.querySelectorAll(':scope > img') : [];"
+                           " return images.length === 2 && [...images].every(i => i.naturalWidth > 0); }",
+                           timeout=30_000)
     page.locator(".jp-Notebook .jp-Cell").nth(3).scroll_into_view_if_needed()
     record["dark"] = page.evaluate(SNAPSHOT_JS)
     record["contrast_dark"] = page.evaluate(CONTRAST_JS)
     record["screenshots"]["dark"] = shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-dark.png",
                                          docs="dashboard-dark.png" if frontend.docs else None)
     record["screenshots"]["dark_page"] = shot(page, f"{frontend.page_name}-dark.png")
+
+
+# Checks of the overview, the quiet logs and the timeline, shared by the JupyterLab and Notebook 7 tests.
+COLUMNS = ["task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts"]
+
+
+def phases(snapshot) -> list[str]:
+    """Each overview row's phase, in the words the page shows ("waiting for peers")."""
+    overview = snapshot and snapshot["overview"]
+    return [row[COLUMNS.index("phase")] for row in overview["rows"]] if overview else []
+
+
+def check_late_worker_shown_waiting(ui) -> None:
+    """The chief waits in words while worker 1 starts; the banner names worker 1; then both train."""
+    shown = [(s["t"], phases(s)) for s in ui["snapshots"]]
+    waiting = [t for t, p in shown if p == ["waiting for peers", "starting"]]
+    assert waiting, f"never the chief waiting while worker 1 starts: {sorted({tuple(p) for _, p in shown})}"
+    assert any(p == ["training", "training"] and t > waiting[-1] for t, p in shown), "no training after the wait"
+    banners = [s for s in ui["snapshots"] if s["banner"]]
+    assert banners, "no diagnosis while the chief waited 14 s for worker 1"
+    for s in banners:
+        assert "waiting for peers" in s["banner"] and "for worker 1 to join" in s["banner"], s["banner"]
+    # the banner and the table are two widgets, updated one after the other: some sample has both
+    assert any(s["overview"]["rows"][1][0] == "\u26a0 worker 1" for s in banners), "no \u26a0 on worker 1's row"
+    assert not ui["final"]["banner"], f"a diagnosis left after a clean run: {ui['final']['banner']}"
+
+
+def check_overview_rows(ui) -> None:
+    """Every task's row at once, with a recent rate and memory while training; at the end, peaks."""
+    live = [s["overview"] for s in ui["snapshots"] if phases(s) == ["training", "training"]]
+    assert live and all(o["columns"] == COLUMNS and all(o["rows_shown"]) for o in live)
+    full = [o for o in live if all(re.fullmatch(r"\d+\.\d steps/s", r[4]) and float(r[4].split()[0]) > 0
+                                   and re.fullmatch(r"\d+ MB", r[6]) and r[5].endswith(" %") for r in o["rows"])]
+    assert full, f"no moment with both rows' rate, CPU and memory: {live[-1]['rows']}"
+    assert [r[0] for r in full[0]["rows"]] == ["worker 0 (chief)", "worker 1"]
+    for state in (ui["final"], ui["dark"]):
+        rows = state["overview"]["rows"]
+        assert [r[1] for r in rows] == ["FINISHED"] * 2 and phases(state) == ["finished"] * 2, rows
+        assert all(re.fullmatch(r"peak \d+ MB", r[6]) and r[7] == "0" for r in rows), rows
+
+
+def toggle_text(snapshot) -> str:
+    """What the visible tab's fold toggle says, e.g. "21 TensorFlow runtime messages hidden - show"."""
+    return next((f["text"] for f in snapshot["folds"] if f["shown"]), "")
+
+
+def check_runtime_lines_folded(ui) -> None:
+    """TensorFlow's runtime lines are out of the log while the toggle says so, in until it is clicked back."""
+    folded = [s for s in ui["snapshots"] if s["visible_log"] and toggle_text(s).endswith("hidden - show")]
+    assert folded and toggle_text(ui["folded"]).endswith("hidden - show"), ui["folded"]["folds"]
+    assert int(toggle_text(ui["folded"]).split()[0]) >= 3, "fewer than 3 runtime lines counted"
+    for s in folded:
+        assert "I0000" not in s["visible_log"], f"a runtime line shows while folded, at {s['t']:.1f} s"
+    assert "I0000" in ui["unfolded"]["visible_log"] and toggle_text(ui["unfolded"]).endswith("shown - hide")
+    assert "I0000" not in ui["refolded"]["visible_log"] and toggle_text(ui["refolded"]).endswith("hidden - show")
+
+
+def check_timeline_drawn(ui) -> None:
+    """The timeline under the curves, redrawn while the run goes, drawn again in the reopened page."""
+    live = {s["timeline"]["src"] for s in during_run(ui) if s["timeline"] and s["timeline"]["rendered"]}
+    assert len(live) >= 2, "the timeline did not change while the run went on"
+    for state in (ui["final"], ui["dark"], ui["narrow_snapshot"]):
+        timeline = state["timeline"]
+        assert timeline["rendered"] and timeline["shown"] and timeline["width"] > 300 and timeline["below_curves"]
+        assert timeline["box_width"] <= timeline["width"] * 1.05, "the timeline is upscaled (blurred)"

@@ -16,7 +16,7 @@ import pytest
 
 import kwnb
 from kwnb.engine.cluster import free_ports
-from kwnb.engine.stacks import blocked_at
+from kwnb.engine.stacks import blocked_at, py_spy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
@@ -110,6 +110,9 @@ def test_a_stall_says_where_each_task_is_blocked(tmp_path):
         assert "worker 0 in diagnose_fit.py" in stalled.message
         stacks = run.stacks()
         assert set(stacks) == {0, 1} and "on_batch_end" in stacks[1] and "Thread 0x" in stacks[1]
+        if py_spy():  # optional: native frames where py-spy is installed and may attach
+            native = run.stacks(1, native=True)[1]
+            assert "py-spy --native:" in native and "on_batch_end (diagnose_fit.py:47)" in native, native[-1500:]
         assert "===== " not in run.logs(1)  # stacks go to the run folder, not into the log
     finally:
         run.stop()

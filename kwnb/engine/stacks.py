@@ -11,7 +11,9 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..task.runfolder import STACKS_SIGNAL_NAME
@@ -33,7 +35,7 @@ def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
             offsets[task.position] = (task, path, path.stat().st_size)
             task._process.signal_task(getattr(signal, STACKS_SIGNAL_NAME))
     dumps = _collect(offsets)
-    if native and shutil.which("py-spy"):
+    if native and py_spy():
         for position, (task, _, _) in offsets.items():
             dumps[position] = dumps.get(position, "") + _py_spy(task.pid)
     return dumps
@@ -55,9 +57,15 @@ def _collect(offsets: dict) -> dict[int, str]:
     return dumps
 
 
+def py_spy() -> str | None:
+    """py-spy on PATH, or beside this Python (a venv whose bin/ is not on PATH)."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if beside.is_file() else None)
+
+
 def _py_spy(pid: int | None) -> str:
     try:
-        result = subprocess.run(["py-spy", "dump", "--native", "--pid", str(pid)], capture_output=True, text=True,
+        result = subprocess.run([py_spy(), "dump", "--native", "--pid", str(pid)], capture_output=True, text=True,
                                 timeout=15)
     except (OSError, subprocess.TimeoutExpired):
         return ""

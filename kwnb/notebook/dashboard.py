@@ -138,7 +138,7 @@ class Dashboard:
         self._curves_at = 0.0
         self._curves_gap = CURVES_SECONDS
         self._live_curves = LiveCurves(title=f"{run.name} (chief)")
-        self._timeline_at = 0.0
+        self._timeline_at = time.monotonic()  # first drawn TIMELINE_SECONDS in, when there is something to see
         self._timeline_gap = TIMELINE_SECONDS
         self._timeline_phases = -1
         self.refresh(force_curves=True)
@@ -171,7 +171,7 @@ class Dashboard:
                 self._set(self.progress_labels[i], "value", label or worker.status)
                 self._set(self.logs[i], "value", log_html(worker, show_runtime=self.folds[i].value))
         self._refresh_curves(force_curves)
-        self._refresh_timeline(force_curves)
+        self._refresh_timeline(force_curves and run.done)  # at the first display there is nothing to draw yet
 
     def _refold(self, i: int) -> None:
         """A fold toggled: redraw that tab's log at once rather than at the next refresh."""

@@ -53,7 +53,8 @@ def timeline_figure(run, now: float | None = None) -> Figure | None:
     axis.set_xlim(0, max(now - origin, 1.0) * 1.02)
     axis.set_xlabel("seconds since launch")
     axis.grid(axis="x", alpha=0.3)
-    handles = [Patch(color=colour, label=phase) for phase, colour in PHASE_COLOURS.items()]
+    seen = {phase for task in run.workers for _, phase in task.vitals.phases}
+    handles = [Patch(color=colour, label=phase) for phase, colour in PHASE_COLOURS.items() if phase in seen]
     figure.legend(handles=handles, loc="lower center", ncol=4, fontsize="small", frameon=False)
     axis.set_title(f"{run.name}: phases of each task", fontsize="medium")
     return figure

@@ -62,7 +62,8 @@ def overview_lines(run: "Run") -> list[str]:
         spent = task.vitals.time_in(until=task.ended_at)
         phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in spent.items() if seconds >= 0.05)
         peak = task.signals.peak_rss
-        rows.append((label, task.phase, rate_text(task.vitals.rate if task.alive else None),
+        rate = task.vitals.rate if task.alive else task.vitals.mean_rate(task)
+        rows.append((label, task.phase, rate_text(rate),
                      megabytes(peak) if peak else "-", phases or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4]

@@ -84,6 +84,12 @@ class Vitals:
             return 0.0  # no step for a while
         return (s1 - s0) / (t1 - t0) if t1 > t0 else None
 
+    def mean_rate(self, task: "Task") -> float | None:
+        """Steps per second over the whole time spent training (for the summary, once a task ended)."""
+        training = self.time_in(until=task.ended_at).get("training", 0.0)
+        steps = task.metrics.steps
+        return steps[-1]["step"] / training if steps and training > 0 else None
+
     def time_in(self, until: float | None = None) -> dict[str, float]:
         """Seconds spent in each phase (all attempts together), up to `until` (now by default)."""
         spent: dict[str, float] = {}

@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 # Colour-blind-safe (Okabe-Ito), on the PNG's own white background whatever the notebook's theme.
-PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "training": "#0072B2"}
+PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "training": "#0072B2",
+                 "finishing": "#56B4E9"}
 END_MARKS = {"finished": ("o", "#009E73"), "failed": ("X", "#C62828"), "stopped": ("s", "#616161")}
 
 

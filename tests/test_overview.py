@@ -38,7 +38,9 @@ def test_phases_say_who_waited_for_whom(late_run):
     chief, late = (task.vitals.time_in(until=task.ended_at) for task in run.workers)
     assert chief["joining"] > 20 and late["starting"] > 25 and late.get("joining", 0) < 5
     assert chief["training"] > 0 and late["training"] > 0
-    assert [phase for _, phase in run.workers[0].vitals.phases] == ["starting", "joining", "training", "finished"]
+    phases = [phase for _, phase in run.workers[0].vitals.phases]
+    assert phases[:3] == ["starting", "joining", "training"] and phases[-1] == "finished"
+    assert phases[3:-1] in ([], ["finishing"])  # after "Epoch 2/2", while TensorFlow shuts down (if seen)
 
 
 @pytest.mark.slow

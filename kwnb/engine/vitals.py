@@ -6,6 +6,8 @@ Phases, from the task's own signals (engine/task.py):
     starting  the interpreter and the imports, the script's set-up: no TensorFlow server yet
     joining   its server is up and it waits for its peers to join the cluster
     training  it has joined the cluster, or steps and epochs advance
+    finishing its last epoch is done (Keras said how many) and it is shutting down: TensorFlow
+              can take 5-8 s here to end once a peer has gone
     finished, failed, stopped   it has ended (its status)
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from ..backends.base import Sample
     from .task import Task
 
-PHASES = ("pending", "starting", "joining", "training", "finished", "failed", "stopped")
+PHASES = ("pending", "starting", "joining", "training", "finishing", "finished", "failed", "stopped")
 RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth Keras's 0.05 s redraws
 
 
@@ -30,7 +32,10 @@ def phase_of(task: "Task") -> str:
     signals = task.signals
     if signals.waiting is not None and signals.waiting.waiting:
         return "joining"  # the coordination leader, waiting for the others
-    if signals.connected_at is not None or task.metrics.steps or task.metrics.epochs:
+    metrics = task.metrics
+    if metrics.total_epochs and len(metrics.epochs) >= metrics.total_epochs:
+        return "finishing"
+    if signals.connected_at is not None or metrics.steps or metrics.epochs:
         return "training"
     return "joining" if signals.server_at is not None else "starting"
 

@@ -11,7 +11,7 @@ import html
 
 from ..engine.summary import megabytes, rate_text
 
-PHASE_WORDS = {"pending": "queued", "starting": "starting", "joining": "waiting for peers", "training": "training",
+PHASE_WORDS = {"pending": "queued", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
 COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
 

@@ -256,14 +256,7 @@ class KwnbMagics(Magics):
     @argument("task", help=TASK_HELP)
     def kw_kill(self, line):
         """SIGKILL one task, as if its machine were preempted; the run's --on-failure policy follows."""
-        args = self._parse(self.kw_kill, line)
-        run = _run(args.name)
-        task = _task(run, args.task)
-        try:
-            run.kill(task.position)
-        except KwnbError as error:
-            raise UsageError(str(error)) from None
-        print(f"kwnb: killed {task.id} of {run.name!r}")
+        self._control_one_task(self._parse(self.kw_kill, line), "kill", "killed")
 
     @line_magic
     @magic_arguments()
@@ -271,14 +264,17 @@ class KwnbMagics(Magics):
     @argument("task", help=TASK_HELP)
     def kw_restart(self, line):
         """Start one task again with the same TF_CONFIG (its log gets a separator line, not a new file)."""
-        args = self._parse(self.kw_restart, line)
+        self._control_one_task(self._parse(self.kw_restart, line), "restart", "restarted")
+
+    @staticmethod
+    def _control_one_task(args, action: str, done: str) -> None:
         run = _run(args.name)
         task = _task(run, args.task)
         try:
-            run.restart(task.position)
+            getattr(run, action)(task.position)
         except KwnbError as error:
             raise UsageError(str(error)) from None
-        print(f"kwnb: restarted {task.id} of {run.name!r}")
+        print(f"kwnb: {done} {task.id} of {run.name!r}")
 
     @line_magic
     @magic_arguments()

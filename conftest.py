@@ -1,14 +1,17 @@
-"""Session-wide setup for tests/ and notebooks/: a private one-node Slurm (tests/slurm_support.py).
+"""Session-wide setup for tests/ and notebooks/: private Slurm clusters (tests/slurm_support.py).
 
-It is started once, after collection and only if a collected test needs it (the `slurm` fixture or
-marker, or a notebook that mentions Slurm), and before nbval starts any notebook kernel: kernels
-inherit SLURM_CONF from this process. It is stopped when the session ends.
-KWNB_TEST_SLURM=0 switches it off (those tests skip); KWNB_TEST_SLURM=1 starts it even if no test asks.
+Two kinds, each started once, after collection and only if a collected test needs it: the one-node
+cluster (the `slurm` fixture or marker), whose SLURM_CONF the session exports, and the 2-node one,
+each node a network namespace of its own (the `slurm_nodes` fixture). A notebook that mentions Slurm
+gets the 2-node cluster where namespaces can be made, else the one-node one: its SLURM_CONF is set
+while nbval starts the notebook's kernel, which inherits it. Both stop when the session ends.
+KWNB_TEST_SLURM=0 switches them off (those tests skip); KWNB_TEST_SLURM=1 starts both even if no test asks.
 """
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -16,26 +19,31 @@ from pathlib import Path
 import pytest
 
 
-def _load_slurm_support():
-    """Import tests/slurm_support.py as `slurm_support`, the module tests import, so both share one cluster."""
-    if "slurm_support" in sys.modules:
-        return sys.modules["slurm_support"]
-    spec = importlib.util.spec_from_file_location("slurm_support", Path(__file__).parent / "tests" / "slurm_support.py")
+def _load(name: str):
+    """Import tests/NAME.py as `NAME`, the module tests import, so both share one module (and one cluster)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "tests" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["slurm_support"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-slurm_support = _load_slurm_support()
+_load("slurm_netns")  # slurm_support imports it
+slurm_support = _load("slurm_support")
 NOTEBOOK_MENTIONS_SLURM = re.compile(r"slurm|sbatch|srun|sinfo|squeue", re.I)
 
 
-def _needs_slurm(item: pytest.Item) -> bool:
-    if "slurm" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slurm"):
-        return True
+def _needs_slurm(item: pytest.Item) -> str | None:
+    """Which cluster the item uses: "one", "nodes", "notebook" (nodes where possible, else one) or None."""
+    fixtures = getattr(item, "fixturenames", ())
+    if "slurm_nodes" in fixtures:
+        return "nodes"
+    if "slurm" in fixtures or item.get_closest_marker("slurm"):
+        return "one"
     path = Path(str(getattr(item, "path", getattr(item, "fspath", ""))))
-    return path.suffix == ".ipynb" and _mentions_slurm(path)
+    return "notebook" if path.suffix == ".ipynb" and _mentions_slurm(path) else None
 
 
 _notebook_cache: dict[Path, bool] = {}
@@ -53,13 +61,35 @@ def _mentions_slurm(path: Path) -> bool:
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
-    if slurm_support.forced() or any(_needs_slurm(item) for item in session.items):
+    needs = {_needs_slurm(item) for item in session.items}
+    if slurm_support.forced() or needs & {"nodes", "notebook"}:
+        slurm_support.ensure_nodes_started()
+    if slurm_support.forced() or "one" in needs or ("notebook" in needs and not slurm_support.nodes_current()):
         slurm_support.ensure_started()
 
 
+_kernel_conf: list[str | None] = []  # SLURM_CONF as it was before a notebook item's setup changed it
+
+
+@pytest.hookimpl(tryfirst=True)  # before nbval's setup starts the notebook's kernel
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("slurm") and slurm_support.current() is None:
+    needs = _needs_slurm(item)
+    if needs == "notebook" and slurm_support.nodes_current() is not None:
+        _kernel_conf.append(os.environ.get("SLURM_CONF"))
+        os.environ["SLURM_CONF"] = str(slurm_support.nodes_current().conf)
+    elif needs == "nodes" and slurm_support.nodes_current() is None:
+        pytest.skip(slurm_support.nodes_skip_reason() or "no multi-node test Slurm in this session")
+    elif item.get_closest_marker("slurm") and needs != "nodes" and slurm_support.current() is None:
         pytest.skip(slurm_support.skip_reason() or "no test Slurm in this session")
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if _kernel_conf:
+        previous = _kernel_conf.pop()
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
@@ -72,6 +102,8 @@ atexit.register(slurm_support.shutdown)  # should pytest leave without finishing
 def pytest_terminal_summary(terminalreporter) -> None:
     if slurm_support.summary:
         terminalreporter.write_line(f"test Slurm: {slurm_support.summary}")
+    if slurm_support.nodes_summary:
+        terminalreporter.write_line(f"test Slurm, {slurm_support.NODES} nodes: {slurm_support.nodes_summary}")
 
 
 @pytest.fixture(scope="session")
@@ -81,4 +113,14 @@ def slurm():
     cluster = slurm_support.ensure_started()
     if cluster is None:
         pytest.skip(slurm_support.skip_reason())
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def slurm_nodes():
+    """The session's multi-node Slurm (slurm_support.SlurmCluster with .nodes, .network, .address(node),
+    .in_node(node, ...)), each node a network host of its own; or a skip saying why there is none."""
+    cluster = slurm_support.ensure_nodes_started()
+    if cluster is None:
+        pytest.skip(slurm_support.nodes_skip_reason())
     return cluster

@@ -1,4 +1,4 @@
-"""A private one-node Slurm for the test suite: munged, slurmctld and slurmd, started and stopped by us.
+"""A private Slurm for the test suite: munged, slurmctld and slurmd, started and stopped by us.
 
 The Slurm backend has to be tested against a real Slurm, and CI is a fresh Debian machine, so the
 tests bring their own: Debian's slurm-wlm and munge packages, a slurm.conf written here, and
@@ -7,11 +7,17 @@ everything (config, munge key and socket, state, spool, pids, logs) in one priva
 running on the machine is neither used nor disturbed. The ports are picked free, so two test
 sessions on one machine (a developer's and a clean-clone CI check) do not clash.
 
-Where no Slurm can be started (packages missing, not root, the host name does not resolve, a daemon
-fails), `start()` raises SlurmUnavailable with a reason the tests skip with.
+Two kinds: `start()` is one node, the machine itself, on 127.0.0.1; `start(hosts=2)` is a cluster of
+2 nodes on one machine, each node a separate network host (its own network namespace, address and
+name: tests/slurm_netns.py), with slurmctld in a namespace of its own, so that a job's tasks really
+run on different hosts and talk to each other over the network.
 
-conftest.py drives this: `ensure_started()` once per session (before nbval starts notebook kernels,
-which inherit SLURM_CONF), `shutdown()` at the end, `skip_reason()` for tests that want to know why.
+Where no Slurm can be started (packages missing, not root, the host name does not resolve, no network
+namespaces, a daemon fails), `start()` raises SlurmUnavailable with a reason the tests skip with.
+
+conftest.py drives this: `ensure_started()` (the one-node cluster, whose SLURM_CONF the session
+exports) and `ensure_nodes_started()` (the 2-node one) once per session, before nbval starts notebook
+kernels, which inherit SLURM_CONF; `shutdown()` at the end; `skip_reason()` and `nodes_skip_reason()`.
 """
 from __future__ import annotations
 
@@ -29,10 +35,13 @@ from pathlib import Path
 
 import portpicker
 
+import slurm_netns
+
 OPT_OUT_ENV = "KWNB_TEST_SLURM"  # "0": never start Slurm; "1": start it even if no collected test asks
 REASON_ENV = "KWNB_TEST_SLURM_SKIP"  # set for notebooks (which cannot pytest.skip) when there is no Slurm
 PARTITION = "debug"
 START_SECONDS = 30.0
+NODES = 2  # the multi-node cluster's size: enough for one task per node and for 2 + 1 tasks
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol", "sdiag")
 # squeue -o %T names; a job in one of these states is over (squeue keeps showing it for MinJobAge).
@@ -44,11 +53,10 @@ SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin",
 SLURM_CONF = """\
 # Written by tests/slurm_support.py for one pytest session; removed with this directory at its end.
 ClusterName=kwnb-test
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={ctld_host}({ctld_addr})
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
-# Listen on 127.0.0.1 only, not on every interface.
-CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+{listen}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -56,11 +64,11 @@ CredType=cred/munge
 # Our own munged, not the system's /run/munge socket.
 AuthInfo=socket={munge_socket}
 StateSaveLocation={work}/ctld-state
-SlurmdSpoolDir={work}/slurmd-spool
+SlurmdSpoolDir={work}/slurmd-spool{per_node}
 SlurmctldPidFile={work}/slurmctld.pid
-SlurmdPidFile={work}/slurmd.pid
+SlurmdPidFile={work}/slurmd{per_node}.pid
 SlurmctldLogFile={work}/slurmctld.log
-SlurmdLogFile={work}/slurmd.log
+SlurmdLogFile={work}/slurmd{per_node}.log
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={work}/plugstack.conf
@@ -85,9 +93,16 @@ MessageTimeout=10
 ReturnToService=2
 # Start a submitted job at once, not at the next scheduling pass (up to 3 s later by default).
 SchedulerParameters=batch_sched_delay=0
-NodeName={node} NodeAddr=127.0.0.1 NodeHostname={node} {layout} State=UNKNOWN
-PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName={partition} Nodes={node_names} Default=YES MaxTime=INFINITE State=UP
 """
+
+
+LISTEN_HERE = """# Listen on 127.0.0.1 only, not on every interface.
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny"""
+# With NoCtldInAddrAny slurmctld binds the address the host name resolves to (127.0.0.1), and srun
+# would bind it too, where no other namespace reaches them.
+LISTEN_NAMESPACED = """# Every daemon listens on all addresses of its own network namespace: its bridge address and loopback."""
 
 
 class SlurmUnavailable(Exception):
@@ -100,13 +115,25 @@ class SlurmCluster:
 
     workdir: Path
     conf: Path
-    node: str
+    node: str  # the first node (the only one of a one-node cluster)
     partition: str
-    cpus: int
+    cpus: int  # per node
     version: str
     ports: tuple[int, int]
-    started_seconds: float = 0.0
+    nodes: list[str] = field(default_factory=list)
+    network: slurm_netns.Network | None = None  # the nodes' namespaces, for a multi-node cluster
+    idle_seconds: float = 0.0  # from start() until every node was idle
+    started_seconds: float = 0.0  # ...until slurmctld's scheduler had run once: ready for jobs
     procs: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+
+    def address(self, node: str) -> str:
+        """The IPv4 address a node's daemons and tasks use."""
+        return self.network.address(node) if self.network else "127.0.0.1"
+
+    def in_node(self, node: str, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        """Run a command on a node, i.e. in its network namespace (on a one-node cluster: here)."""
+        prefix = self.network.enter(node) if self.network else []
+        return subprocess.run([*prefix, *argv], env=self.env, capture_output=True, text=True, timeout=timeout)
 
     @property
     def env(self) -> dict[str, str]:
@@ -153,14 +180,17 @@ class SlurmCluster:
         return "(it wrote nothing)"
 
     def stop(self) -> None:
-        """Cancel our jobs, stop the daemons we started (by pid, newest first) and remove the directory."""
-        if self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:
-            self._cancel_jobs()
-        for name in reversed(DAEMONS):
-            proc = self.procs.pop(name, None)
-            if proc is not None:
-                _stop_process(proc)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        """Cancel our jobs, stop the daemons we started (by pid, newest first), remove the namespaces
+        (and what is left in them), the /etc/hosts lines and the directory."""
+        try:
+            if self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:
+                self._cancel_jobs()
+            for name in reversed(list(self.procs)):
+                _stop_process(self.procs.pop(name))
+        finally:
+            if self.network is not None:
+                self.network.remove()
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _cancel_jobs(self, timeout: float = 15) -> None:
         """Jobs still running at the end would leave slurmstepd and their processes behind slurmd."""
@@ -194,8 +224,11 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path=SEARCH_PATH)
 
 
-def check_prerequisites() -> str:
-    """The node name (short host name) if this machine can run Slurm, else SlurmUnavailable saying why."""
+def check_prerequisites(local_node: bool = True) -> str:
+    """The short host name if this machine can run Slurm, else SlurmUnavailable saying why.
+
+    local_node: the node is this machine, addressed by its host name (not so for namespaced nodes).
+    """
     missing = [name for name in (*DAEMONS, *CLIENTS, "setpriv") if not _which(name)]
     if missing:
         raise SlurmUnavailable(f"Slurm is not installed here ({', '.join(missing)} not found); "
@@ -207,6 +240,8 @@ def check_prerequisites() -> str:
     except KeyError:
         raise SlurmUnavailable("there is no 'munge' user for munged to run as (the munge package creates it)")
     node = socket.gethostname().split(".")[0]
+    if not local_node:
+        return node
     try:
         address = socket.gethostbyname(node)
     except OSError as error:
@@ -250,15 +285,18 @@ def _munge_dir(work: Path) -> tuple[Path, Path]:
     return mdir, key
 
 
-def _spawn(name: str, argv: list[str], work: Path, env: dict, user: str | None = None) -> subprocess.Popen:
+def _spawn(name: str, argv: list[str], work: Path, env: dict, user: str | None = None,
+           enter: list[str] = ()) -> subprocess.Popen:
     """Start a daemon in the foreground as our child, so we hold its pid and nothing else.
 
     setpriv --pdeathsig: if pytest dies without cleaning up (kill -9), the daemon is told to stop too.
     Its own session, so a Ctrl-C meant for pytest reaches pytest, which then stops it in order.
+    `enter`: the prefix that puts it in a node's network namespace (nsenter execs, so the pid stays).
     """
     prefix = [_which("setpriv"), "--pdeathsig", "TERM"]
     if user:
         prefix += ["--reuid", user, "--regid", user, "--init-groups"]
+    prefix += list(enter)
     out = open(work / f"{name}.out", "wb")
     try:
         return subprocess.Popen(prefix + argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -290,11 +328,14 @@ def _pick_ports() -> tuple[int, int]:
     return first, second
 
 
-def start(partition: str = PARTITION, timeout: float = START_SECONDS) -> SlurmCluster:
-    """Start munged, slurmctld and slurmd and wait until the node is idle; stop all of it on any failure."""
+def start(partition: str = PARTITION, timeout: float = START_SECONDS, hosts: int = 0) -> SlurmCluster:
+    """Start munged, slurmctld and slurmd and wait until the nodes are idle; stop all of it on any failure.
+
+    hosts=0: one node, this machine, on 127.0.0.1. hosts=K: K nodes, each in a network namespace of its
+    own (one slurmd each), and slurmctld in another (SlurmUnavailable where namespaces cannot be made).
+    """
     t0 = time.monotonic()
-    deadline = t0 + timeout
-    node = check_prerequisites()
+    host = check_prerequisites(local_node=not hosts)
     slurmd = _which("slurmd")
     layout, cpus = node_layout(slurmd)
     version = subprocess.run([slurmd, "-V"], capture_output=True, text=True, timeout=30).stdout.strip()
@@ -302,42 +343,72 @@ def start(partition: str = PARTITION, timeout: float = START_SECONDS) -> SlurmCl
     # and the munge socket path must stay short (108 bytes). 0711 so the munge user can pass through.
     work = Path(tempfile.mkdtemp(prefix="kwnb-slurm-", dir="/tmp"))
     os.chmod(work, 0o711)
-    cluster = SlurmCluster(workdir=work, conf=work / "slurm.conf", node=node, partition=partition, cpus=cpus,
-                           version=version, ports=_pick_ports())
+    cluster = SlurmCluster(workdir=work, conf=work / "slurm.conf", node=host, partition=partition, cpus=cpus,
+                           version=version, ports=_pick_ports(), nodes=[host])
     try:
-        mdir, key = _munge_dir(work)
-        socket_path = mdir / "munge.socket"
-        for sub in ("ctld-state", "slurmd-spool"):
-            (work / sub).mkdir(mode=0o700)
-        (work / "plugstack.conf").write_text("")  # not Debian's /etc/slurm one: no SPANK plugins
-        cluster.conf.write_text(SLURM_CONF.format(
-            node=node, ctld_port=cluster.ports[0], slurmd_port=cluster.ports[1], munge_socket=socket_path,
-            work=work, layout=layout, partition=partition))
-        env = cluster.env
-
-        cluster.procs["munged"] = _spawn("munged", [
-            _which("munged"), "--foreground", f"--key-file={key}", f"--socket={socket_path}",
-            f"--pid-file={mdir / 'munged.pid'}", f"--seed-file={mdir / 'munged.seed'}", "--num-threads=2"], work, env, user="munge")
-        _wait_for("its socket appeared", socket_path.exists, cluster, "munged", deadline)
-
-        cluster.procs["slurmctld"] = _spawn("slurmctld", [
-            _which("slurmctld"), "-D", "-c", "-f", str(cluster.conf)], work, env)
-        _wait_for("it answered scontrol ping",
-                  lambda: "is UP" in cluster.run("scontrol", "ping", timeout=10).stdout, cluster, "slurmctld",
-                  deadline)
-
-        cluster.procs["slurmd"] = _spawn("slurmd", [slurmd, "-D", "-N", node, "-f", str(cluster.conf)], work, env)
-        _wait_for(f"node {node} was idle in partition {partition}",
-                  lambda: _node_state(cluster) == "idle", cluster, "slurmd", deadline)
-        # slurmctld's scheduler first runs about 3 s after it starts; a job submitted before then waits
-        # for it. Waiting here keeps every job's turnaround the same (about half a second).
-        _wait_for("its scheduler had run once", lambda: _scheduler_cycles(cluster) > 0, cluster, "slurmctld",
-                  deadline)
+        if hosts:
+            try:
+                cluster.network = slurm_netns.create(hosts)
+            except slurm_netns.NetworkUnavailable as error:
+                raise SlurmUnavailable(f"no network namespaces for a {hosts}-node Slurm: {error}") from None
+            cluster.nodes = list(cluster.network.nodes)
+            cluster.node = cluster.nodes[0]
+        _write_config(cluster, host, layout)
+        _start_daemons(cluster, t0, t0 + timeout)
     except BaseException:
         cluster.stop()
         raise
     cluster.started_seconds = time.monotonic() - t0
     return cluster
+
+
+def _write_config(cluster: SlurmCluster, host: str, layout: str) -> None:
+    """The munge key, the directories and slurm.conf; slurmctld's address is 127.0.0.1 or on the bridge."""
+    work, net = cluster.workdir, cluster.network
+    _munge_dir(work)
+    (work / "ctld-state").mkdir(mode=0o700)
+    for node in cluster.nodes if net else [""]:
+        (work / f"slurmd-spool{'-' * bool(node)}{node}").mkdir(mode=0o700)
+    (work / "plugstack.conf").write_text("")  # not Debian's /etc/slurm one: no SPANK plugins
+    node_lines = "\n".join(f"NodeName={node} NodeAddr={cluster.address(node)} NodeHostname={node} {layout} "
+                           f"State=UNKNOWN" for node in cluster.nodes)
+    # slurmctld runs only where the host name is SlurmctldHost's; clients and slurmd use the address in
+    # parentheses.
+    cluster.conf.write_text(SLURM_CONF.format(
+        ctld_host=host, ctld_addr=net.address(net.ctld) if net else "127.0.0.1", ctld_port=cluster.ports[0],
+        slurmd_port=cluster.ports[1], listen=LISTEN_NAMESPACED if net else LISTEN_HERE,
+        munge_socket=work / "munge" / "munge.socket", work=work, per_node="-%n" if net else "",
+        node_lines=node_lines, node_names=",".join(cluster.nodes), partition=cluster.partition))
+
+
+def _start_daemons(cluster: SlurmCluster, t0: float, deadline: float) -> None:
+    """munged here; slurmctld and each slurmd here or in their namespaces; then wait until all is idle."""
+    work, env, net = cluster.workdir, cluster.env, cluster.network
+    mdir = work / "munge"
+    socket_path = mdir / "munge.socket"
+    cluster.procs["munged"] = _spawn("munged", [
+        _which("munged"), "--foreground", f"--key-file={mdir / 'munge.key'}", f"--socket={socket_path}",
+        f"--pid-file={mdir / 'munged.pid'}", f"--seed-file={mdir / 'munged.seed'}", "--num-threads=2"],
+        work, env, user="munge")
+    _wait_for("its socket appeared", socket_path.exists, cluster, "munged", deadline)
+
+    cluster.procs["slurmctld"] = _spawn("slurmctld", [_which("slurmctld"), "-D", "-c", "-f", str(cluster.conf)],
+                                        work, env, enter=net.enter(net.ctld) if net else ())
+    _wait_for("it answered scontrol ping",
+              lambda: "is UP" in cluster.run("scontrol", "ping", timeout=10).stdout, cluster, "slurmctld", deadline)
+
+    for node in cluster.nodes:
+        name = f"slurmd-{node}" if net else "slurmd"  # unique names: each has its own .out file
+        cluster.procs[name] = _spawn(name, [_which("slurmd"), "-D", "-N", node, "-f", str(cluster.conf)], work, env,
+                                     enter=net.enter(node) if net else ())
+    for node in cluster.nodes:
+        _wait_for(f"node {node} was idle in partition {cluster.partition}",
+                  lambda: _node_states(cluster).get(node) == "idle", cluster,
+                  f"slurmd-{node}" if net else "slurmd", deadline)
+    cluster.idle_seconds = time.monotonic() - t0
+    # slurmctld's scheduler first runs about 3 s after it starts; a job submitted before then waits
+    # for it. Waiting here keeps every job's turnaround the same (about half a second).
+    _wait_for("its scheduler had run once", lambda: _scheduler_cycles(cluster) > 0, cluster, "slurmctld", deadline)
 
 
 def _scheduler_cycles(cluster: SlurmCluster) -> int:
@@ -346,18 +417,66 @@ def _scheduler_cycles(cluster: SlurmCluster) -> int:
     return int(found.group(1)) if found else 0
 
 
-def _node_state(cluster: SlurmCluster) -> str:
-    result = cluster.run("sinfo", "-h", "-p", cluster.partition, "-n", cluster.node, "-o", "%t", timeout=10)
-    return result.stdout.strip() if result.returncode == 0 else ""
+def _node_states(cluster: SlurmCluster) -> dict[str, str]:
+    """{node: state} as sinfo shortens them (idle, mix, alloc, down*, ...)."""
+    result = cluster.run("sinfo", "-h", "-N", "-p", cluster.partition, "-o", "%N %t", timeout=10)
+    lines = result.stdout.splitlines() if result.returncode == 0 else []
+    return dict(line.split(None, 1) for line in lines if " " in line)
 
 
-# ---- one cluster per pytest session (conftest.py calls these) ----
+# ---- one cluster of each kind per pytest session (conftest.py calls these) ----
 
-_cluster: SlurmCluster | None = None
-_reason: str | None = "Slurm was not started in this session (no collected test asked for it)"
-_saved_env: dict[str, str | None] = {}
-_attempted = False
 summary: str | None = None  # one line for the end of the pytest report: what ran, or why nothing did
+nodes_summary: str | None = None  # the same for the multi-node cluster
+_saved_env: dict[str, str | None] = {}
+
+
+@dataclass
+class _Slot:
+    """The session's cluster of one kind: started at most once, or the reason there is none."""
+
+    hosts: int
+    cluster: SlurmCluster | None = None
+    reason: str | None = "Slurm was not started in this session (no collected test asked for it)"
+    attempted: bool = False
+
+    def ensure(self) -> SlurmCluster | None:
+        if self.attempted:
+            return self.cluster
+        self.attempted = True
+        if opted_out():
+            self.reason = f"{OPT_OUT_ENV}=0: the test Slurm was switched off"
+            return None
+        try:
+            self.cluster = start(hosts=self.hosts)
+        except SlurmUnavailable as error:
+            self.reason = str(error)
+        except (OSError, subprocess.SubprocessError) as error:
+            self.reason = f"the test Slurm could not be started: {type(error).__name__}: {error}"
+        else:
+            self.reason = None
+        return self.cluster
+
+    def summary(self) -> str:
+        cluster = self.cluster
+        if cluster is None:
+            return f"not available: {self.reason}"
+        if cluster.network:
+            where = (f"nodes {', '.join(f'{node} ({cluster.address(node)})' for node in cluster.nodes)}, "
+                     f"{cluster.cpus} CPUs each, slurmctld at {cluster.network.address(cluster.network.ctld)}")
+        else:
+            where = f"node {cluster.node} ({cluster.cpus} CPUs)"
+        return (f"{cluster.version}: {where}, partition {cluster.partition}, idle in {cluster.idle_seconds:.1f} s, "
+                f"ready in {cluster.started_seconds:.1f} s, SLURM_CONF={cluster.conf}")
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            self.reason = "the test Slurm was stopped at the end of the session"
+            cluster.stop()
+
+
+_one, _multi = _Slot(hosts=0), _Slot(hosts=NODES)
 
 
 def _setting() -> str:
@@ -382,56 +501,56 @@ def _set_env(name: str, value: str | None) -> None:
 
 
 def ensure_started() -> SlurmCluster | None:
-    """Start the session's cluster once and export SLURM_CONF; on failure remember why (and export that).
+    """Start the session's one-node cluster once and export SLURM_CONF; on failure remember why (and export that).
 
     A SLURM_CONF already in the environment (a developer's own Slurm) is overridden for the session:
     the tests assume an idle node and a partition of their own, which a shared cluster cannot promise.
     """
-    global _cluster, _reason, _attempted, summary
-    if _attempted:
-        return _cluster
-    _attempted = True
-    if opted_out():
-        _reason = f"{OPT_OUT_ENV}=0: the test Slurm was switched off"
-    else:
-        try:
-            _cluster = start()
-        except SlurmUnavailable as error:
-            _reason = str(error)
-        except (OSError, subprocess.SubprocessError) as error:
-            _reason = f"the test Slurm could not be started: {type(error).__name__}: {error}"
-        else:
-            _reason = None
-            summary = (f"{_cluster.version}: node {_cluster.node} ({_cluster.cpus} CPUs), partition "
-                       f"{_cluster.partition}, ready in {_cluster.started_seconds:.1f} s, SLURM_CONF={_cluster.conf}")
-            _set_env("SLURM_CONF", str(_cluster.conf))
-            _set_env(REASON_ENV, None)
-            return _cluster
-    summary = f"not available: {_reason}"
-    _set_env(REASON_ENV, _reason)
-    return None
+    global summary
+    if not _one.attempted:
+        cluster = _one.ensure()
+        summary = _one.summary()
+        if cluster is not None:
+            _set_env("SLURM_CONF", str(cluster.conf))
+        _set_env(REASON_ENV, _one.reason)
+    return _one.cluster
+
+
+def ensure_nodes_started() -> SlurmCluster | None:
+    """Start the session's multi-node cluster once. Its SLURM_CONF is not exported: tests use its .env,
+    and conftest.py gives it to the kernels of notebooks that use Slurm."""
+    global nodes_summary
+    if not _multi.attempted:
+        _multi.ensure()
+        nodes_summary = _multi.summary()
+    return _multi.cluster
 
 
 def current() -> SlurmCluster | None:
-    return _cluster
+    return _one.cluster
+
+
+def nodes_current() -> SlurmCluster | None:
+    return _multi.cluster
 
 
 def skip_reason() -> str | None:
-    """Why there is no test Slurm in this session, or None when there is one."""
-    return None if _cluster is not None else _reason
+    """Why there is no one-node test Slurm in this session, or None when there is one."""
+    return _one.reason
+
+
+def nodes_skip_reason() -> str | None:
+    """Why there is no multi-node test Slurm in this session, or None when there is one."""
+    return _multi.reason
 
 
 def shutdown() -> None:
-    """Stop the session's cluster (if we started one) and restore the environment as it was."""
-    global _cluster, _reason
+    """Stop the session's clusters (those we started) and restore the environment as it was."""
     for name, value in _saved_env.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
     _saved_env.clear()
-    if _cluster is None:
-        return
-    cluster, _cluster = _cluster, None
-    _reason = "the test Slurm was stopped at the end of the session"
-    cluster.stop()
+    _multi.stop()
+    _one.stop()

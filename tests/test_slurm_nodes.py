@@ -198,6 +198,26 @@ def test_a_task_that_raises_on_the_second_node_fails_the_run_and_is_named(nodes,
     assert run.reason.startswith("worker 1 failed with ValueError"), run.reason
 
 
+def test_a_task_killed_on_its_node_is_seen_at_once_while_the_job_runs(nodes, tmp_path):
+    """A task killed on its host (there: the node's OOM killer, say) leaves no exit file, and its job goes on
+    (srun --kill-on-bad-exit=0): kwnb takes the end from srun's report, not from the job's end."""
+    run = launch(tmp_path, SCRIPTS / "behave.py", 2, args="--sleep 120")
+    try:
+        assert wait_until(lambda: all("started" in run.logs(w.position) for w in run.workers), 60), run.summary()
+        placed = records(run)
+        assert placed[1]["host"] == nodes.nodes[1]
+        os.kill(placed[1]["pid"], signal.SIGKILL)
+        assert wait_until(lambda: run.workers[1].returncode is not None, 10), run.summary()
+        assert run.workers[1].returncode == -signal.SIGKILL and run.workers[0].returncode is None, run.summary()
+        assert nodes.job_state(run.launcher.jobs[0].id) == "RUNNING"
+        run.wait(timeout=60)  # kwnb stops worker 0 after the failure grace (5 s)
+    finally:
+        run.stop()
+    killed = [d for d in run.diagnoses if d.kind == "killed"]
+    assert [d.task for d in killed] == [1] and "worker 1 was killed by SIGKILL from outside kwnb" in killed[0].message
+    assert run.status == "failed" and run.reason.startswith("worker 1 was killed by SIGKILL"), run.reason
+
+
 def own_things(token: str) -> dict[str, list[str]]:
     """The namespaces, links and /etc/hosts lines named after a setup's token, as the machine has them now."""
     links = [line.split()[0].split("@")[0] for line in slurm_netns._ip("-br", "link").stdout.splitlines()]

@@ -154,6 +154,10 @@ class SlurmJob:
         self.state, self.reason, self.nodes = "PENDING", "", ""
         self.finished_at: float | None = None  # when squeue first showed the job over
         self.last_signal: int | None = None
+        # {task: (exit code, when first seen)} from srun's reports in the job's output, which come as soon
+        # as a task ends: a task killed on its node writes no exit file, and its job goes on.
+        self.reported: dict[int, tuple[int, float]] = {}
+        self._output_size = 0
         self._asked_at = float("-inf")
         self._signalled: dict[int, float] = {}
 
@@ -182,6 +186,17 @@ class SlurmJob:
             self.state = self.state if self.state in FINISHED_STATES else "GONE"  # purged after MinJobAge
         if self.state in FINISHED_STATES or self.state == "GONE":
             self.finished_at = now
+
+    def read_reports(self) -> None:
+        """srun's reports of ended tasks, read again whenever the job's output grows (one stat per call)."""
+        try:
+            size = self.output.stat().st_size
+        except OSError:
+            return
+        if size != self._output_size:
+            self._output_size, now = size, time.monotonic()
+            for position, code in srun_exit_codes(self.output).items():
+                self.reported.setdefault(position, (code, now))
 
     def signal(self, signum: int) -> None:
         """Signal every task; SIGKILL cancels the job (a queued job is cancelled by any signal)."""
@@ -224,6 +239,13 @@ class SlurmTask(TaskProcess):
             if text:
                 self._code = int(text)
                 return self._code
+        self.job.read_reports()
+        code, seen_at = self.job.reported.get(self.position, (None, 0.0))
+        # srun saw it end: by a signal (killed on its node), which leaves no exit file, or with a code
+        # whose exit file has not come (its Python never ran)
+        if code is not None and (code < 0 or time.monotonic() - seen_at > EXIT_FILE_SECONDS):
+            self._code = code
+            return self._code
         if self.job.finished_at is not None and time.monotonic() - self.job.finished_at > EXIT_FILE_SECONDS:
             # Ended before kwnb's bootstrap could record a code (its Python did not start, or a signal
             # came): srun's own report, else the signal we sent, else a kill (time limit, node failure).

@@ -98,7 +98,7 @@ LAUNCH_WARM = """
 import kwnb, pathlib, time
 from kwnb.backends.warm import POOL
 pathlib.Path('quick.py').write_text("print('done')\\n")
-run = kwnb.launch('quick.py', n=2)
+run = kwnb.launch('quick.py', n=2, warm=True)
 run.wait(60)
 deadline = time.time() + 60
 while time.time() < deadline and len(POOL.status()) < 2:

@@ -164,3 +164,21 @@ def test_blocked_at_reads_faulthandler_dumps():
     assert blocked_at(dump, ("/job/main.py",)) == "main.py line 17, in on_batch_end"
     assert blocked_at(dump) == "context.py line 600, in ensure_initialized"
     assert blocked_at("") is None
+
+
+def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():
+    """gRPC gives an IP; TF_CONFIG a name. Under Slurm two tasks share a port on different nodes."""
+    from types import SimpleNamespace
+
+    from kwnb.engine.diagnose import _peers_named
+    from kwnb.engine.tf_messages import PeerUnavailable
+
+    def task(position, address, code=None):
+        return SimpleNamespace(position=position, address=address, returncode=code, task_type="worker",
+                               index=position, signals=SimpleNamespace(stopped=False))
+
+    reporter, same_port_elsewhere, lost = task(0, "localhost:20000"), task(1, "localhost:20001"), task(2, "127.0.0.2:20000", -9)
+    report = PeerUnavailable(reason="Connection refused", address="127.0.0.2:20000", lines=("x",))
+    assert _peers_named(report, reporter, [reporter, same_port_elsewhere, lost]) == [lost]
+    report = PeerUnavailable(reason="Connection refused", address="127.0.0.1:20000", lines=("x",))
+    assert _peers_named(report, reporter, [reporter, same_port_elsewhere, lost]) == [lost]  # not itself

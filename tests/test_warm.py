@@ -48,6 +48,8 @@ def test_the_key_ignores_only_what_differs_per_task():
 
 
 def test_cold_and_kwnb_warm_0_turn_it_off(monkeypatch):
+    monkeypatch.delenv("KWNB_WARM", raising=False)  # (tests/conftest.py turns it off for the other tests)
+    assert make_launcher("local").warm is True
     assert make_launcher("local", warm=False).warm is False
     monkeypatch.setenv("KWNB_WARM", "0")
     assert make_launcher("local").warm is False
@@ -59,11 +61,11 @@ def test_cold_and_kwnb_warm_0_turn_it_off(monkeypatch):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("network", ["host", None])  # None: the default, private where it can be
 def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network):
-    cold = kwnb.launch(SCRIPT, n=2, name="same", runs_dir=tmp_path / "runs", cwd=tmp_path, network=network)
+    cold = kwnb.launch(SCRIPT, n=2, name="same", runs_dir=tmp_path / "runs", cwd=tmp_path, network=network, warm=True)
     assert cold.wait(150) == [0, 0], cold.summary()
     assert not cold.warm and not any(seen(cold, i)["tf_already"] for i in (0, 1))
     assert pool_ready(2), (POOL.status(), POOL.refused)
-    warm = kwnb.launch(SCRIPT, n=2, name="same", runs_dir=tmp_path / "runs", cwd=tmp_path, network=network)
+    warm = kwnb.launch(SCRIPT, n=2, name="same", runs_dir=tmp_path / "runs", cwd=tmp_path, network=network, warm=True)
     assert warm.wait(150) == [0, 0], warm.summary()
     assert warm.warm and all(task.warm for task in warm.workers) and "started warm: 2 of 2" in warm.summary()
     for position in (0, 1):
@@ -84,12 +86,12 @@ def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_another_environment_starts_cold_and_the_pool_follows_it(tmp_path, empty_pool):
-    first = kwnb.launch(SCRIPT, n=2, name="env", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host")
+    first = kwnb.launch(SCRIPT, n=2, name="env", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host", warm=True)
     assert first.wait(150) == [0, 0]
     assert pool_ready(2)
     old_key = POOL.status()[0]["key"]
     other = kwnb.launch(SCRIPT, n=2, name="env", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host",
-                        env={"TF_CPP_MIN_LOG_LEVEL": "1"}, args="3")
+                        env={"TF_CPP_MIN_LOG_LEVEL": "1"}, args="3", warm=True)
     assert other.wait(150) == [3, 3]  # exit codes pass through as from a cold start
     assert not other.warm  # read at import: a warm interpreter imported TensorFlow without it
     assert pool_ready(2)
@@ -100,7 +102,7 @@ def test_another_environment_starts_cold_and_the_pool_follows_it(tmp_path, empty
 @pytest.mark.slow
 def test_no_pool_where_memory_is_short(tmp_path, empty_pool, monkeypatch):
     monkeypatch.setattr(warm_module, "MEMORY_RESERVE", 10**15)
-    run = kwnb.launch(SCRIPT, n=1, name="short", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host")
+    run = kwnb.launch(SCRIPT, n=1, name="short", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host", warm=True)
     assert run.wait(150) == [0]
     deadline = time.monotonic() + 10
     while not POOL.refused and time.monotonic() < deadline:  # the refill runs in a thread of its own

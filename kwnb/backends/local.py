@@ -144,8 +144,8 @@ class LocalLauncher(Launcher):
         return self.private
 
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
+        warm_pool.POOL.run_started(self)  # cold runs too: the pool must not import TensorFlow beside them
         if self.warm:
-            warm_pool.POOL.run_started()
             self._launches = launches  # what to prepare warm interpreters for, once the run ends
         return [self.start(launch) for launch in launches]
 
@@ -170,8 +170,7 @@ class LocalLauncher(Launcher):
     def finish(self) -> list[str]:
         """End the private network once none of its tasks lives (a launcher given to several runs shares it);
         let the warm pool prepare for the next run."""
-        if self.warm:
-            warm_pool.POOL.run_ended(self._launches, private=self.chosen == "private")
+        warm_pool.POOL.run_ended(self, list(self._launches) if self.warm else [], private=self.chosen == "private")
         if self.private is not None and all(process.poll() is not None for process in self._inside):
             self.private.close()
             self.private, self._inside = None, ()

@@ -13,7 +13,7 @@ Rules that keep it correct and cheap:
 - Local backend only. Under `--network private` the pool keeps its interpreters in a private
   network of its own, made in advance, which the next run adopts (backends/netns.py).
 
-Which lock guards what: `Pool._lock` guards the list of idle interpreters and the run count; it is
+Which lock guards what: `Pool._lock` guards the list of idle interpreters and the active runs; it is
 never held while a process starts or stops.
 """
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Pool:
     def __init__(self):
         self._lock = threading.Lock()
         self._idle: list[Warm] = []
-        self._active_runs = 0
+        self._active: set[int] = set()  # the launchers of the local runs going now
         self._wanted: tuple | None = None  # (key, python, env, cwd, count, private) to refill for
         self._last_used = time.monotonic()
         self.measured_pss = 0
@@ -102,26 +102,28 @@ class Pool:
         return os.environ.get(WARM_ENV, "1") != "0"
 
     # ----- the launcher's side --------------------------------------------------------------------
-    def run_started(self) -> None:
+    def run_started(self, launcher) -> None:
+        """A local run starts (warm or cold): no refill until it ends. A relaunch starts it again: no matter."""
         with self._lock:
-            self._active_runs += 1
+            self._active.add(id(launcher))
 
-    def run_ended(self, launches: list[TaskLaunch], private: bool = False) -> None:
-        """A run of this process ended: remember what it launched, refill when no run is active."""
+    def run_ended(self, launcher, launches: list[TaskLaunch], private: bool = False) -> None:
+        """A run of this process ended: remember what it launched (if it may start warm), refill when no
+        run is active."""
         with self._lock:
-            self._active_runs = max(0, self._active_runs - 1)
+            self._active.discard(id(launcher))
             if launches:
                 first = launches[0]
                 self._wanted = (key(first.python, first.env), first.python, _base_env(first.env), first.cwd,
                                 len(launches), private)
-            idle = self._active_runs == 0
+            idle = not self._active
             # Interpreters left in a network a run adopted are the run's no more: end them with it.
             leftovers = [w for w in self._idle if w.network is not None and w.network is self._claimed]
             self._idle = [w for w in self._idle if w not in leftovers]
             self._claimed = None
         for warm in leftovers:
             warm.end()
-        if idle and self.enabled():
+        if idle and launches:  # (a launcher passes its launches only when it started warm-capable)
             threading.Thread(target=self.refill, name="kwnb-warm-refill", daemon=True).start()
 
     def claim_network(self) -> "netns.PrivateNetwork | None":
@@ -155,7 +157,7 @@ class Pool:
     # ----- filling and emptying -------------------------------------------------------------------
     def refill(self) -> None:
         with self._lock:
-            if self._wanted is None or self._active_runs:
+            if self._wanted is None or self._active:
                 return
             wanted_key, python, env, cwd, count, private = self._wanted
             stale = [w for w in self._idle if w.key != wanted_key or w.popen.poll() is not None

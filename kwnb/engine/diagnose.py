@@ -8,7 +8,9 @@ tasks all exit 0 ends with none: a peer that finished normally is never "lost".
 """
 from __future__ import annotations
 
+import functools
 import signal
+import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -153,10 +155,26 @@ def _peers_named(report, reporter: "Task", tasks: list["Task"]) -> list["Task"]:
     elif report.task is not None:
         names = {report.task}
     else:  # an address, or nothing: the task listening there, else the one other task that went wrong
-        named = [t for t in tasks if report.address and t.address.rpartition(":")[2] == report.address.rpartition(":")[2]]
+        named = [t for t in tasks if t is not reporter and report.address and _same_address(t.address, report.address)]
         suspects = [t for t in tasks if t is not reporter and (t.returncode not in (None, 0) or t.signals.stopped)]
         return named or (suspects if len(suspects) == 1 else [])
     return [t for t in tasks if (t.task_type, t.index) in names and t is not reporter]
+
+
+def _same_address(address: str, reported: str) -> bool:
+    """host:port against what gRPC reports (ipv4:10.0.0.2:PORT): the same port on the same host, so
+    that tasks sharing a port on different nodes (Slurm) are told apart."""
+    host, _, port = address.rpartition(":")
+    other_host, _, other_port = reported.rpartition(":")
+    return bool(port) and port == other_port and _resolved(host) == _resolved(other_host)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(host: str) -> str:
+    try:
+        return socket.gethostbyname(host.strip("[]"))
+    except OSError:
+        return host
 
 
 def killed(task: "Task") -> Diagnosis | None:

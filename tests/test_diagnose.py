@@ -63,11 +63,14 @@ def test_an_exception_names_the_task_that_raised_and_its_line(tmp_path):
 
 
 def test_a_kill_from_outside_is_killed_with_its_peak_memory(tmp_path):
-    run = launch(tmp_path, "clean", "400")
+    # on_failure="keep": the chief is left to find out by itself (about a second with TF 2.21, longer on a
+    # loaded machine) instead of being stopped after the 5 s grace, which could come first here.
+    run = launch(tmp_path, "clean", "400", on_failure="keep")
     assert wait_until(lambda: run.workers[1].signals.connected_at and run.workers[1].signals.peak_rss), run.summary()
     time.sleep(1)
     os.kill(run.workers[1].pid, signal.SIGKILL)
-    run.wait(120)
+    if run.wait(90)[0] is None:
+        run.stop()
     assert ("killed", 1) in kinds(run) and ("peer_lost", 1) in kinds(run), run.summary()
     killed = next(d for d in run.diagnoses if d.kind == "killed")
     assert "worker 1 was killed by SIGKILL from outside kwnb; peak memory" in killed.message

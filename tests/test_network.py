@@ -417,3 +417,15 @@ def test_an_unprivileged_user_gets_a_private_network():
     assert seen["uid"] == 65534 and seen["user_namespace"] is True
     assert seen["probe"] is True and seen["outside"] == "ConnectionRefusedError"
     assert seen["ended"] == [True, True]
+
+
+def test_kwnb_network_sets_the_default(monkeypatch):
+    from kwnb.backends import make_launcher
+    from kwnb.errors import OptionError
+
+    monkeypatch.setenv("KWNB_NETWORK", "host")
+    assert make_launcher("local").network == "host"
+    assert make_launcher("local", network="private").network == "private"  # an option still wins
+    monkeypatch.setenv("KWNB_NETWORK", "elsewhere")
+    with pytest.raises(OptionError, match="KWNB_NETWORK"):
+        make_launcher("local")

@@ -19,6 +19,7 @@ from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 
 NETWORKS = ("private", "host")
+NETWORK_ENV = "KWNB_NETWORK"  # private or host: the default for runs that do not say (e.g. benchmarks: host)
 
 
 class LocalProcess(TaskProcess):
@@ -109,8 +110,9 @@ class LocalLauncher(Launcher):
     _launches: tuple = ()
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
+        network = network or os.environ.get(NETWORK_ENV) or None  # the environment sets a default
         if network not in (None, *NETWORKS):
-            raise OptionError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
+            raise OptionError(f"--network (or ${NETWORK_ENV}) must be one of {', '.join(NETWORKS)}, not {network!r}")
         self.network = network
         self.warm = warm_pool.POOL.enabled() if warm is None else bool(warm)
 

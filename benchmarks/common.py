@@ -33,6 +33,8 @@ IDLE = WORKLOADS / "idle.py"
 # so that the comparison is of the launch method, not of the job (tf-keras vs Keras 3 and so on).
 WORKER_ENV = {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "-1", "MPLBACKEND": "Agg"}
 
+SECTIONS = ("bringup", "throughput", "logpath", "scaling", "profile", "rerun")  # run.py's, in order
+
 _MARK = re.compile(r"BENCH (start|imported|done) (\d+\.\d+)|BENCH step (\d+) (\d+\.\d+)")
 
 
@@ -106,13 +108,14 @@ def machine_info() -> dict:
 
 
 def kwnb_source() -> dict:
-    """Which kwnb was measured: a digest of its source files (it changes between runs)."""
+    """Which kwnb was measured: a digest of its source files, subpackages included (engine/, backends/,
+    task/, ...: a top-level glob left out backends/warm.py, which section 6 measures)."""
     import hashlib
 
-    files = sorted((ROOT / "kwnb").glob("*.py"))
+    files = sorted((ROOT / "kwnb").rglob("*.py"))
     digest = hashlib.sha256()
     for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(str(path.relative_to(ROOT / "kwnb")).encode() + b"\0" + path.read_bytes())
     newest = max((path.stat().st_mtime for path in files), default=None)
     return {"sha256": digest.hexdigest()[:16], "files": len(files),
             "newest_change": None if newest is None else
@@ -271,15 +274,19 @@ def markdown(results: dict) -> str:
     machine = results["machine"]
     config = results["config"]
     load = results.get("load", {}).get("load1", {})
+    ran = config.get("sections") or list(SECTIONS)
+    some = "" if set(SECTIONS) <= set(ran) else f": {', '.join(ran)} only"  # e.g. --sections rerun
     lines = [
-        f"# kwnb benchmarks ({'smoke' if config['smoke'] else 'full'} run)",
+        f"# kwnb benchmarks ({'smoke' if config['smoke'] else 'full'} run{some})",
         "",
         f"Measured {machine['date']} on {machine['cpu_count_logical']} logical CPUs ({machine['cpu_model']}), "
         f"{machine['memory_total_gb']} GB memory, Python {machine['python']}, TensorFlow {machine['tensorflow']}, "
         f"tf-keras {machine['tf_keras']}, ipyparallel {machine['ipyparallel'] or 'not installed'}; {machine['platform']}. "
         f"kwnb source {machine['kwnb_source']['sha256']} (newest file change {machine['kwnb_source']['newest_change']}).",
-        f"{config['rounds']} rounds ({config.get('throughput_rounds', config['rounds'])} for throughput, whose runs "
-        f"bring-up counts too), methods in a shuffled order each round; wall time {results['wall_seconds']:.0f} s. "
+        f"{config['rounds']} rounds"
+        + (f" ({config.get('throughput_rounds', config['rounds'])} for throughput, whose runs bring-up counts too)"
+           if "throughput" in ran else "")
+        + f", methods in a shuffled order each round; wall time {results['wall_seconds']:.0f} s. "
         + (f"Machine load (1-min load average) during the run: median {load['median']:.1f}, "
            f"max {load['max']:.1f} on {machine['cpu_count_logical']} CPUs." if load.get("median") is not None else ""),
     ]

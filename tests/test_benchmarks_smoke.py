@@ -18,9 +18,10 @@ MACHINE_FIELDS = {"date", "cpu_count_logical", "cpu_model", "memory_total_gb", "
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
+    # 880 s: section 6 (re-runs) added ~3 minutes on a loaded 2-core machine (9 short runs, 6 pool refills).
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out)], cwd=ROOT,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=580)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=880)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "latest.json").read_text()), (out / "latest.md").read_text()
 
@@ -34,7 +35,7 @@ def has_ipyparallel() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_smoke_run_writes_both_files_with_the_machine(smoke):
     out, data, md = smoke
     assert data["schema"] == 1 and data["config"]["smoke"] is True and data["config"]["rounds"] == 1
@@ -50,7 +51,7 @@ def test_smoke_run_writes_both_files_with_the_machine(smoke):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_every_comparison_was_measured(smoke):
     _, data, _ = smoke
     rows = data["rows"]
@@ -58,7 +59,7 @@ def test_every_comparison_was_measured(smoke):
         assert ROW_FIELDS <= set(r), r
         assert r["target_met"] in (True, False, None)
     sections = {r["section"].split(".")[0] for r in rows}
-    assert sections == {"1", "2", "3", "4", "5"}
+    assert sections == {"1", "2", "3", "4", "5", "6"}
 
     def measured(section: str, metric: str, method: str) -> dict:
         found = [r for r in rows if r["section"].startswith(section) and r["metric"].startswith(metric)
@@ -115,11 +116,11 @@ def test_every_comparison_was_measured(smoke):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_raw_samples_and_findings_are_kept(smoke):
     _, data, md = smoke
     raw = data["raw"]
-    assert {"bringup", "throughput", "logpath", "scaling", "profile", "kernel_profile", "kernel_ab"} <= set(raw)
+    assert {"bringup", "throughput", "logpath", "scaling", "profile", "kernel_profile", "kernel_ab", "rerun"} <= set(raw)
     kwnb_runs = raw["bringup"]["samples"]["kwnb.launch"]
     assert len(kwnb_runs) == 1 and kwnb_runs[0]["ok"] and len(kwnb_runs[0]["port_each_s"]) == 2
     assert {s["variant"] for s in raw["kernel_ab"]} == {"as is", "before"}
@@ -131,8 +132,72 @@ def test_raw_samples_and_findings_are_kept(smoke):
     assert isinstance(data["findings"], list) and "Findings:" in md
 
 
+RERUN_WARM = ("kwnb.launch, warm (default network)", "kwnb in a kernel + dashboard, warm (default network)",
+              'kwnb.launch, warm, network="host"')
+RERUN_BARE = ("bare Popen", "bare Popen", "bare Popen (host-network rounds)")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
+def test_rerun_section_compares_warm_reruns_with_bare_popen(smoke):
+    _, data, _ = smoke
+    rows = [r for r in data["rows"] if r["section"].startswith("6.")]
+
+    def found(metric: str, method: str) -> dict:
+        match = [r for r in rows if r["metric"] == metric and r["method"] == method]
+        assert len(match) == 1, (metric, method, [(r["metric"], r["method"]) for r in rows])
+        return match[0]
+
+    for metric, target in (("launch call to the chief's first step", "<= 0.5"),
+                           ("whole run: launch call to every process exited", "<= 0.75")):
+        for warm, bare in zip(RERUN_WARM, RERUN_BARE):
+            assert found(metric, warm)["n"] == 1 and found(metric, bare)["n"] == 1
+            ratio = found(metric, f"{warm} / {bare}")
+            assert ratio["unit"] == "ratio" and ratio["target"] == target and ratio["target_met"] in (True, False)
+            assert found(f"{metric}, first run (cold, untimed in the ratios)", warm)["n"] == 1
+    for warm in RERUN_WARM:
+        count = found("tasks started warm (of 2)", warm)
+        assert count["n"] == 1 and 0 <= count["median"] <= 2 and count["target_met"] in (True, False)
+        assert found("pool refill: run end to every warm interpreter ready", warm)["n"] == 1
+        assert found("idle pool: PSS per warm interpreter", warm)["n"] == 2
+        assert found("idle pool: PSS of its warm interpreters in all", warm)["median"] > 0
+    assert found("idle pool: PSS of its private network's processes", RERUN_WARM[0])["n"] == 1
+    raw = data["raw"]["rerun"]
+    assert set(raw["samples"]) == {"kwnb warm", "kwnb warm, kernel", "bare", "kwnb warm, host network",
+                                   "bare, host rounds"}
+    # The first run of each kwnb method found the pool emptied: it started cold, and filled it.
+    for method, first in raw["first_runs"].items():
+        assert first["ok"] and first["warm"] == [False, False] and first["pool"]["ready"], (method, first)
+    for method in ("kwnb warm", "kwnb warm, kernel", "kwnb warm, host network"):
+        (sample,) = raw["samples"][method]
+        assert sample["ok"] and len(sample["warm"]) == 2 and len(sample["pool"]["pss"]) == 2, sample
+    assert raw["samples"]["kwnb warm, host network"][0]["network"] == "host"
+    assert not raw["samples"]["kwnb warm, host network"][0]["pool"]["helpers"]  # no private network to hold
+
+
+def test_rerun_table_reports_rounds_that_did_not_start_warm():
+    from benchmarks.run import Config
+    from benchmarks.rerun import rows
+
+    pool = {"ready": True, "refill_s": 5.0, "pss": [300 << 20, 300 << 20], "pids": [1, 2], "helpers": [], "refused": ""}
+    cold = {"ready": False, "refill_s": None, "pss": [], "pids": [], "helpers": [], "refused": "short of memory"}
+    kwnb = [{"ok": True, "first_step_s": 1.0, "total_s": 3.0, "warm": [True, True], "network": "private", "pool": pool,
+             "round": 0},
+            {"ok": True, "first_step_s": 4.0, "total_s": 6.0, "warm": [True, False], "network": "private", "pool": cold,
+             "round": 1}]
+    bare = [{"ok": True, "first_step_s": 4.0, "total_s": 6.0, "round": r} for r in (0, 1)]
+    table, findings = rows({"samples": {"kwnb warm": kwnb, "bare": bare}, "first_runs": {}}, Config())
+    count = next(r for r in table if r["metric"] == "tasks started warm (of 2)")
+    assert count["samples"] == [2, 1] and count["target_met"] is False
+    first = next(r for r in table if r["metric"] == "launch call to the chief's first step" and " / " in r["method"])
+    assert first["samples"] == [0.25, 1.0] and first["target_met"] is False  # median 0.625
+    assert any("round 2" in f and "1 of 2 tasks started warm" in f for f in findings), findings
+    assert any("not refilled" in f and "short of memory" in f for f in findings), findings
+    assert any("default network here was private" in f for f in findings), findings
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_retable_rebuilds_the_same_table_from_the_raw_samples(smoke, tmp_path):
     out, data, md = smoke
     copy = tmp_path / "latest.json"

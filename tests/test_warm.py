@@ -81,6 +81,10 @@ def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network)
     assert len(warm.history()) == 3
     assert warm.workers[0].vitals.time_in(warm.ended_at)["starting"] < \
         cold.workers[0].vitals.time_in(cold.ended_at)["starting"]
+    assert pool_ready(2)  # refilled after the warm run; emptying it removes its log folder too
+    folder = POOL._folder
+    POOL.stop()
+    assert folder is not None and not folder.exists()
 
 
 @pytest.mark.slow
@@ -108,3 +112,13 @@ def test_no_pool_where_memory_is_short(tmp_path, empty_pool, monkeypatch):
     while not POOL.refused and time.monotonic() < deadline:  # the refill runs in a thread of its own
         time.sleep(0.1)
     assert POOL.status() == [] and "GB available" in POOL.refused
+
+
+def test_an_unused_pool_leaves_no_folder():
+    """The pool makes its log folder with its first interpreter and removes it when emptied."""
+    from kwnb.backends.warm import Pool
+
+    pool = Pool()
+    assert pool._folder is None
+    pool.stop()
+    assert pool._folder is None

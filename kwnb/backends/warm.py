@@ -22,6 +22,7 @@ import atexit
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,7 +94,7 @@ class Pool:
         self._last_used = time.monotonic()
         self.measured_pss = 0
         self.refused = ""  # why the pool was not refilled last time, in words
-        self._folder = Path(tempfile.mkdtemp(prefix="kwnb-warm-"))
+        self._folder: Path | None = None  # the warm interpreters' own logs (imports), made with the first
         self._timer: threading.Timer | None = None
         self._claimed: "netns.PrivateNetwork | None" = None  # the pool's network a running run adopted
 
@@ -191,6 +192,8 @@ class Pool:
         return True
 
     def _start(self, wanted_key: str, python: str, env: dict, cwd: str, network=None) -> Warm:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="kwnb-warm-"))
         log = self._folder / f"warm-{time.time_ns()}.log"
         env = {**env, PARENT_PID_ENV: str(os.getpid())}  # its watchdog: it ends when this process does
         argv = [python, "-u", WARM_SCRIPT]
@@ -220,7 +223,10 @@ class Pool:
         """Empty the pool; returns how many interpreters it ended."""
         with self._lock:
             idle, self._idle, self._wanted = self._idle, [], None
+            folder, self._folder = self._folder, None
         _end_all(idle, keep=self._claimed)
+        if folder is not None:  # handed-off interpreters write to their task's log, not here
+            shutil.rmtree(folder, ignore_errors=True)
         return len(idle)
 
     def status(self) -> list[dict]:

@@ -110,9 +110,10 @@ class LocalLauncher(Launcher):
     _launches: tuple = ()
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
+        said = "--network" if network else f"${NETWORK_ENV}"
         network = network or os.environ.get(NETWORK_ENV) or None  # the environment sets a default
         if network not in (None, *NETWORKS):
-            raise OptionError(f"--network (or ${NETWORK_ENV}) must be one of {', '.join(NETWORKS)}, not {network!r}")
+            raise OptionError(f"{said} must be one of {', '.join(NETWORKS)}, not {network!r}")
         self.network = network
         self.warm = warm_pool.POOL.enabled() if warm is None else bool(warm)
 

@@ -150,7 +150,7 @@ class LocalLauncher(Launcher):
         warm_pool.POOL.run_started(self)  # cold runs too: the pool must not import TensorFlow beside them
         if self.warm:
             self._launches = launches  # what to prepare warm interpreters for, once the run ends
-        return [self.start(launch) for launch in launches]
+        return super().start_all(launches)  # all or none; the run's finish() then releases the pool
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         inside = self.chosen == "private"

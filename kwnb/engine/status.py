@@ -1,0 +1,27 @@
+"""The statuses of a task and of a run, named once.
+
+str-valued, so that `task.status == "failed"`, a dict keyed by the plain words (the dashboard's
+colours) and run.json keep working; `str()` and f-strings give the plain word too.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Status(str, Enum):
+    PENDING = "pending"  # waiting for a scheduler to give it a machine
+    STARTING = "starting"  # started, nothing heard from it yet
+    RUNNING = "running"
+    FINISHED = "finished"  # exited 0 (a run: every task did)
+    FAILED = "failed"  # exited otherwise, not because kwnb stopped it (a run: a task failed, or it timed out)
+    STOPPED = "stopped"  # kwnb or the user stopped it
+
+    __str__ = str.__str__  # "failed", not "Status.FAILED", whatever the Python version
+    __format__ = str.__format__
+
+    @property
+    def ended(self) -> bool:
+        return self in ENDED
+
+
+ENDED = (Status.FINISHED, Status.FAILED, Status.STOPPED)

@@ -16,6 +16,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from .status import Status
+
 if TYPE_CHECKING:
     from ..backends.base import Sample
     from .task import Task
@@ -27,7 +29,7 @@ RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth K
 def phase_of(task: "Task") -> str:
     if task.returncode is not None:
         return task.status
-    if task.status == "pending":
+    if task.status == Status.PENDING:
         return "pending"
     signals = task.signals
     if signals.waiting is not None and signals.waiting.waiting:

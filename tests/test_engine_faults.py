@@ -184,3 +184,16 @@ def test_policy_decides_from_a_view_alone():
     assert relaunch.action == policy.RELAUNCH and "new ports, try 2" in relaunch.why
     own = policy.TaskView("worker 1", Status.FAILED, False, 1, "localhost:2", True, True)
     assert policy.decide(view(tasks=(view().tasks[0], own))).action != policy.RELAUNCH
+
+
+def test_the_old_names_of_a_task_still_work(tmp_path):
+    run = Run(BEHAVE, n=2, name="old-names", runs_dir=tmp_path / "runs",
+              launcher=LocalLauncher(network="host", warm=False))
+    assert run.tasks is run.workers and run.worker(1) is run.task("worker:1")
+    assert kwnb.Worker is kwnb.Task
+    run.workers[1].log_path.write_text("hello from worker 1\n")
+    assert run.logs(index=1) == run.logs(1) == run.logs(task="worker:1") == "hello from worker 1"
+    assert run.history(index=1) == run.history(1) == [] and run.step_history(index=0) == []
+    with pytest.raises(TypeError):
+        run.history(0, index=1)
+    run.stop()

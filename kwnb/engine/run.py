@@ -142,11 +142,6 @@ class Run(RunReading, Supervisor):
             os.close(os.open(task.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
         return tasks
 
-    @property
-    def tasks(self) -> list[Task]:
-        """Every task of the run, chief first; the same list as `workers` (which includes ps tasks too)."""
-        return self.workers
-
     def _write_description(self) -> None:
         write_description(self.dir, {
             "name": self.name,

@@ -253,7 +253,7 @@ class Task:
         return f"<Task {self.task_type} {self.index} pid={self.pid} {self.status}{code}>"
 
 
-Worker = Task  # the name README and earlier versions use; a run's tasks include ps and chief tasks too
+Worker = Task  # the old name (engine/compat.py lists them all)
 
 
 def _read_json(path: Path) -> dict | None:

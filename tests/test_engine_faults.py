@@ -197,3 +197,31 @@ def test_the_old_names_of_a_task_still_work(tmp_path):
     with pytest.raises(TypeError):
         run.history(0, index=1)
     run.stop()
+
+
+WRITES_AN_EVENT_FILE = """
+from pathlib import Path
+Path("logs").mkdir(exist_ok=True)
+Path("logs/events.out.tfevents.1.host").write_bytes(b"an event file this kernel cannot read")
+"""
+
+
+def test_event_files_kwnb_cannot_read_become_notes_the_user_sees(tmp_path, monkeypatch):
+    for name in [name for name in sys.modules if name.split(".")[0] == "tensorboard"] + ["tensorboard"]:
+        monkeypatch.setitem(sys.modules, name, None)  # this kernel has no TensorBoard: imports of it fail
+    (tmp_path / "job.py").write_text(WRITES_AN_EVENT_FILE)
+    run = kwnb.launch(tmp_path / "job.py", n=1, cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      launcher=LocalLauncher(network="host", warm=False))
+    assert run.wait(timeout=60) == [0]
+    said = [note for note in run.notes if note.startswith("cannot read TensorBoard event files")]
+    assert len(said) == 1 and "pip install tensorboard" in said[0], run.notes
+    assert said[0] in run.summary() and said[0] in (run.dir / LOG_NAME).read_text()
+    # A file given up on is said once too, however many polls follow.
+    from kwnb.engine.tensorboard import TensorBoardScalars
+
+    reader, notes = TensorBoardScalars([tmp_path / "empty"], since=0.0), []
+    reader.unreadable[tmp_path / "x.tfevents"] = "DataLossError: truncated record"
+    for _ in range(3):
+        reader.poll_safely(notes.append)
+    assert notes == [f"could not read the TensorBoard event file {tmp_path / 'x.tfevents'}: "
+                     "DataLossError: truncated record"]

@@ -93,8 +93,9 @@ class Launcher(ABC):
     name: str
     controls_single_tasks = True  # can kill or restart one task while the others run
     # Options of its own, as (args, kwargs) for argparse and IPython's magic_arguments; each `dest`
-    # is a keyword of the constructor.
-    arguments: list[tuple[tuple, dict]] = []
+    # is a keyword of the constructor. The option lists read a backend's declaration (catalog.py,
+    # or a package's entry point), so that listing them imports no backend.
+    arguments: tuple[tuple[tuple, dict], ...] = ()
 
     def check(self) -> None:
         """Raise LaunchError, before a run creates anything, if this way of starting cannot work here."""

@@ -225,3 +225,24 @@ def test_event_files_kwnb_cannot_read_become_notes_the_user_sees(tmp_path, monke
         reader.poll_safely(notes.append)
     assert notes == [f"could not read the TensorBoard event file {tmp_path / 'x.tfevents'}: "
                      "DataLossError: truncated record"]
+
+
+def test_a_restart_that_cannot_start_a_task_ends_the_run_saying_so(tmp_path, monkeypatch):
+    real_popen, started = subprocess.Popen, []
+
+    def popen(argv, *args, **kwargs):  # the cluster's restart cannot start its second task
+        if BOOTSTRAP in argv:
+            if len(started) == 3:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            started.append(real_popen(argv, *args, **kwargs))
+            return started[-1]
+        return real_popen(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    run = kwnb.launch(BEHAVE, n=2, name="restart-fails", args=["--fail-index", "1", "--sleep", "60"],
+                      runs_dir=tmp_path / "runs", on_failure="restart", max_restarts=1,
+                      launcher=LocalLauncher(network="host", warm=False))
+    assert None not in run.wait(timeout=60) and run.done
+    assert len(started) == 3 and all(gone(process.pid) for process in started)
+    assert run.reason.startswith("could not relaunch the cluster: could not start worker 1:"), run.reason
+    assert run.status == "failed"

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+from ..errors import KwnbError
 from . import diagnose, policy
 from .log import LOG_NAME
 from .status import Status
@@ -93,16 +94,24 @@ class Supervisor:
                 self.port_retries += 1
             self._say(note=decision.note)
             self._stop_all(count_as_stop=False)
-            self._relaunch_all(decision.why)
+            self._relaunch(decision.why)
         elif decision.action == policy.RESTART:
             self._stop_all(count_as_stop=False)
             with self._lock:
                 self.restarts += 1
                 for task in self.workers:  # added to, not set: a task the user restarted keeps that count too
                     task.restarts += 1
-            self._relaunch_all(decision.why)
+            self._relaunch(decision.why)
         elif decision.reason:  # every task has ended: the first reason given stays
             self._say(reason=decision.reason, replace=False)
+
+    def _relaunch(self, why: str) -> None:
+        try:
+            self._relaunch_all(why)
+        except KwnbError as error:  # a task that cannot start again (start_all stopped the others): the run ends
+            self.log.error("the relaunch failed", exc_info=error)
+            self._say(reason=f"could not relaunch the cluster: {error}")
+            self._stop_all()
 
     def _finish(self) -> None:
         self.ended_at = time.time()

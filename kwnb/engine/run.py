@@ -184,14 +184,16 @@ class Run(RunReading, Supervisor):
     def _launch_failed(self, error: BaseException) -> None:
         """All or nothing: the tasks that started are stopped (start_all stops its own), the launcher is
         finished (which releases the warm pool) and the run ends, failed, with the error as its reason."""
-        self.log.error("the launch failed; stopping what started", exc_info=error)
-        self._say(reason=f"could not start: {error}")
-        self._outcome = Status.FAILED
-        with self._control:
-            self._guarded("stopping the tasks", self._stop_all)
-        self._guarded("finishing the launcher", self._finish_launcher)
-        self.ended_at = time.time()
-        self._done.set()
+        try:
+            self.log.error("the launch failed; stopping what started", exc_info=error)
+            self._say(reason=f"could not start: {error}")
+            self._outcome = Status.FAILED
+            with self._control:
+                self._guarded("stopping the tasks", self._stop_all)
+            self._guarded("finishing the launcher", self._finish_launcher)
+        finally:
+            self.ended_at = time.time()
+            self._done.set()
 
     def _launch_all(self) -> None:
         addresses = self.launcher.addresses(self.task_ids)

@@ -246,3 +246,29 @@ def test_a_restart_that_cannot_start_a_task_ends_the_run_saying_so(tmp_path, mon
     assert len(started) == 3 and all(gone(process.pid) for process in started)
     assert run.reason.startswith("could not relaunch the cluster: could not start worker 1:"), run.reason
     assert run.status == "failed"
+
+
+def test_the_magic_says_a_failed_launch_in_one_line(tmp_path, monkeypatch):
+    from IPython import get_ipython
+    from IPython.core.error import UsageError
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")
+    real_popen, started = subprocess.Popen, []
+
+    def popen(argv, *args, **kwargs):
+        if BOOTSTRAP in argv and started:
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+        process = real_popen(argv, *args, **kwargs)
+        started.extend([process] if BOOTSTRAP in argv else [])
+        return process
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    with pytest.raises(UsageError) as raised:
+        shell.run_cell_magic("kw_worker", "main.py -n 2 --network host --cold", "import time; time.sleep(60)\n")
+    assert str(raised.value) == ("could not start worker 1: [Errno 11] Resource temporarily unavailable; "
+                                 "stopped the 1 already started")
+    assert len(started) == 1 and gone(started[0].pid)

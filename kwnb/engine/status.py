@@ -1,4 +1,4 @@
-"""The statuses of a task and of a run, named once.
+"""The statuses of a task and of a run, and the phases of a task, named once.
 
 str-valued, so that `task.status == "failed"`, a dict keyed by the plain words (the dashboard's
 colours) and run.json keep working; `str()` and f-strings give the plain word too.
@@ -25,3 +25,19 @@ class Status(str, Enum):
 
 
 ENDED = (Status.FINISHED, Status.FAILED, Status.STOPPED)
+
+
+class Phase(str, Enum):
+    """What a task is doing (engine/vitals.py says how each is told apart); its ended ones are its status."""
+
+    PENDING = "pending"  # queued by a scheduler
+    STARTING = "starting"  # the interpreter, the imports, the script's set-up: no TensorFlow server yet
+    JOINING = "joining"  # its server is up and it waits for its peers
+    TRAINING = "training"
+    FINISHING = "finishing"  # its last epoch is done and it is shutting down
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    __str__ = str.__str__
+    __format__ = str.__format__

@@ -26,11 +26,17 @@ def __getattr__(name):
         from .engine.run import Run
 
         return Run
-    if name in ("Task", "Worker"):
-        from .engine import task
+    if name == "Task" or name in _class_aliases():
+        from .engine.task import Task
 
-        return getattr(task, name)
+        return Task
     raise AttributeError(f"module 'kwnb' has no attribute {name!r}")
+
+
+def _class_aliases() -> dict:
+    from .engine.compat import CLASS_ALIASES
+
+    return CLASS_ALIASES
 
 
 def load_ipython_extension(ipython):

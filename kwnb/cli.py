@@ -9,6 +9,7 @@ import time
 from .engine.cluster import tf_configs
 from .engine.follow import FileFollower
 from .engine.screen import TerminalScreen
+from .engine.status import Status
 from .engine.tf_messages import is_runtime_line
 from .errors import KwnbError
 from .export import add_export_arguments, export_options, export_run, write_manifest
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         run.stop(reason="interrupted (Ctrl-C)")
     run.wait()
     print(run.summary())
-    return 0 if run.status == "finished" else 1
+    return 0 if run.status == Status.FINISHED else 1
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """Launch options, defined once for both `%%kw_worker` (IPython magic_arguments) and `kwnb run` (argparse).
 
 Kept as plain (args, kwargs) pairs so that this module needs no IPython. It reads only light
-engine modules (the failure policies, the task limit) and each backend's own options.
+engine modules (the failure policies, the task limit) and each backend's own options, as the
+backends' index declares them (kwnb/backends/catalog.py): no backend is imported to list them.
 """
 from __future__ import annotations
 
 import argparse
 
-from .backends import BACKENDS, argument_dest, backend_arguments, make_launcher
+from .backends import argument_dest, backend_arguments, backends, make_launcher
 from .engine.cluster import MAX_TASKS
 from .engine.policy import ON_FAILURE
 from .errors import OptionError
@@ -33,7 +34,7 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
                          help="where the tasks write TensorBoard event files, if not under the working directory; "
                               "their scalars become curves")),
     (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
-    (("--backend",), dict(choices=tuple(BACKENDS), default="local",
+    (("--backend",), dict(choices=tuple(backends()), default="local",
                           help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
     *backend_arguments(),
 ]

@@ -14,12 +14,14 @@ def write_outputs(run) -> None:
         from .plotting import save_curves
 
         save_curves(run, run.folder.curves)
-    except Exception as error:  # curves are a bonus; a broken plot must not hide the result
-        run.notes.append(f"could not save curves: {error}")
+    except Exception as error:  # curves are a bonus; a broken plot (any matplotlib error) must not hide the result
+        run.log.error("could not save curves", exc_info=error)
+        run.add_note(f"could not save curves: {error}")
     try:
         from .timeline import save_timeline
 
         save_timeline(run, run.folder.timeline)
     except Exception as error:
-        run.notes.append(f"could not save the timeline: {error}")
+        run.log.error("could not save the timeline", exc_info=error)
+        run.add_note(f"could not save the timeline: {error}")
     run.folder.summary.write_text(format_summary(run) + "\n")

@@ -5,7 +5,9 @@ README's "Layout" section describes the layers; these tests keep them true:
 - only kwnb/notebook/ imports IPython or ipywidgets;
 - kwnb/task/ (code that runs inside a task, under any Python) imports only the standard library;
 - `kwnb.launch` in a plain Python process imports neither IPython, ipywidgets nor pyplot, and
-  `%load_ext kwnb` does not import matplotlib.
+  `%load_ext kwnb` does not import matplotlib;
+- no module but Run's and Task's own touches their underscore attributes (policies and views use
+  their public interface).
 """
 from __future__ import annotations
 
@@ -157,3 +159,52 @@ def test_load_ext_imports_neither_matplotlib_nor_ipywidgets():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# The modules that are Run and Task: only they touch their private attributes.
+OWNERS = ("kwnb.engine.run", "kwnb.engine.supervisor", "kwnb.engine.reading", "kwnb.engine.task")
+
+
+def private_names_of_run_and_task() -> set[str]:
+    """`self._x` attributes and `_x` methods that Run and Task define (not dunders)."""
+    names = set()
+    for owner in OWNERS:
+        for node in ast.walk(ast.parse(MODULES[owner].read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AnnAssign)) and isinstance(getattr(node, "target", None), ast.Name):
+                names.add(node.target.id)
+            if isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+def own_private_names(tree: ast.AST) -> set[str]:
+    """What a module's own classes define as `self._x`: e.g. a dashboard's own `_thread`."""
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "self"} | \
+        {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+
+
+def private_uses(name: str, source: str, private: set[str]) -> list[str]:
+    tree = ast.parse(source)
+    own = own_private_names(tree)
+    return [f"{name} line {node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in private and node.attr not in own
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))]
+
+
+def test_only_run_and_task_touch_their_private_attributes():
+    """A policy, a diagnosis, a view talks to a run through its public interface (GUIDE: "How the code
+    should feel"); every module but Run's and Task's own is checked, the engine's others too."""
+    private = private_names_of_run_and_task()
+    assert {"_lock", "_control", "_stop_all", "_process", "_folder"} <= private  # the check sees them
+    offenders = [use for name, path in MODULES.items() if name not in OWNERS
+                 for use in private_uses(name, path.read_text(), private)]
+    assert not offenders, offenders
+
+
+def test_the_private_attribute_check_finds_a_use():
+    source = "def peek(run, task):\n    with run._lock:\n        return task._process\n"
+    found = private_uses("probe", source, private_names_of_run_and_task())
+    assert found == ["probe line 2: run._lock", "probe line 3: task._process"], found

@@ -7,6 +7,7 @@ This module names no backend.
 """
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from abc import ABC, abstractmethod
@@ -92,8 +93,9 @@ class Launcher(ABC):
     name: str
     controls_single_tasks = True  # can kill or restart one task while the others run
     # Options of its own, as (args, kwargs) for argparse and IPython's magic_arguments; each `dest`
-    # is a keyword of the constructor.
-    arguments: list[tuple[tuple, dict]] = []
+    # is a keyword of the constructor. The option lists read a backend's declaration (catalog.py,
+    # or a package's entry point), so that listing them imports no backend.
+    arguments: tuple[tuple[tuple, dict], ...] = ()
 
     def check(self) -> None:
         """Raise LaunchError, before a run creates anything, if this way of starting cannot work here."""
@@ -107,7 +109,19 @@ class Launcher(ABC):
         """Start one task (also used to restart one)."""
 
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
-        return [self.start(launch) for launch in launches]
+        """Start every task, or none: if one cannot start, those already started are stopped before the
+        error goes up (an OSError, e.g. EAGAIN from fork, as a LaunchError naming the task)."""
+        started: list[TaskProcess] = []
+        try:
+            for launch in launches:
+                started.append(self.start(launch))
+        except BaseException as error:
+            stop_quietly(started)
+            if isinstance(error, OSError):
+                more = f"; stopped the {len(started)} already started" if started else ""
+                raise LaunchError(f"could not start {launch.task}: {error}{more}") from error
+            raise
+        return started
 
     def take_notes(self) -> list[str]:
         """What the user should know about how the tasks were started (said once, at launch)."""
@@ -116,3 +130,12 @@ class Launcher(ABC):
     def finish(self) -> list[str]:
         """Called once every task has ended: tidy up, and say what the user should know (why a job ended)."""
         return []
+
+
+def stop_quietly(processes: list[TaskProcess], grace: float = 1.0) -> None:
+    """Stop what a failed launch started (nothing has run for long: a short grace), each whatever the others do."""
+    for process in processes:
+        try:
+            process.stop(grace)
+        except Exception:  # one that cannot be signalled must not keep the others running
+            logging.getLogger("kwnb.backends").warning("could not stop %s", process.where(), exc_info=True)

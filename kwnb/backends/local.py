@@ -17,8 +17,8 @@ from ..task.tf_config import TaskId
 from . import netns
 from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
+from .catalog import LOCAL_ARGUMENTS, NETWORKS
 
-NETWORKS = ("private", "host")
 NETWORK_ENV = "KWNB_NETWORK"  # private or host: the default for runs that do not say (e.g. benchmarks: host)
 
 
@@ -91,15 +91,7 @@ class LocalLauncher(Launcher):
     """Subprocesses on this machine, each listening on a free localhost port."""
 
     name = "local"
-    arguments = [
-        (("--network",), dict(choices=NETWORKS, default=None,
-                              help="local tasks in a network of their own that no other host can connect into "
-                                   "(private), or on this machine's (host); default private where user "
-                                   "namespaces and slirp4netns or pasta are available, else host")),
-        (("--cold",), dict(action="store_false", dest="warm", default=None,
-                           help="start every task in a new interpreter, not in one that has already imported "
-                                "TensorFlow (also KWNB_WARM=0)")),
-    ]
+    arguments = LOCAL_ARGUMENTS  # declared in catalog.py, so that listing options imports no backend
     # Class defaults too, immutable, so that a subclass which skips __init__ still works.
     network: str | None = None  # None: private where it works fully (netns.Support.complete), else host
     chosen: str | None = None  # what the first launch settled on
@@ -150,7 +142,7 @@ class LocalLauncher(Launcher):
         warm_pool.POOL.run_started(self)  # cold runs too: the pool must not import TensorFlow beside them
         if self.warm:
             self._launches = launches  # what to prepare warm interpreters for, once the run ends
-        return [self.start(launch) for launch in launches]
+        return super().start_all(launches)  # all or none; the run's finish() then releases the pool
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         inside = self.chosen == "private"

@@ -24,6 +24,7 @@ from ..task.runfolder import (PER_TASK_ENV, SLURM_HEARTBEAT_ENV, SLURM_PORT_BASE
                               RunFolder)
 from ..task.slurm_env import expand_ranges
 from .base import BOOTSTRAP, Launcher, LaunchError, TaskLaunch, TaskProcess
+from .catalog import SLURM_ARGUMENTS
 
 COMMANDS = ("sbatch", "squeue", "scancel")
 QUEUE_SECONDS = 1.0  # squeue asks the controller: once a second, shared by all tasks of a job
@@ -56,13 +57,7 @@ class SlurmLauncher(Launcher):
 
     name = "slurm"
     controls_single_tasks = False  # scancel reaches the job's tasks together
-    arguments = [
-        (("--partition",), dict(default=None, metavar="P", help="Slurm partition (--backend slurm)")),
-        (("--nodes",), dict(type=int, default=None, metavar="K", help="Slurm nodes to spread the tasks over")),
-        (("--time",), dict(default=None, metavar="LIMIT", help="Slurm time limit, e.g. 30 or 1:00:00")),
-        (("--sbatch-arg",), dict(action="append", default=[], metavar="ARG", dest="sbatch_args",
-                                 help="extra sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")),
-    ]
+    arguments = SLURM_ARGUMENTS  # declared in catalog.py, so that listing options imports no backend
 
     def __init__(self, partition: str | None = None, nodes: int | None = None, time: str | None = None,
                  sbatch_args: list[str] | None = None):

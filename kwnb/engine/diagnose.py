@@ -1,7 +1,7 @@
 """Diagnoses: what a run's tasks are doing wrong, in one sentence each, from their logs and processes.
 
 `findings(run, now)` looks at every task's signals (engine/task.py: what TensorFlow said, its exit,
-its memory) and returns what holds now; `update(run, now)` merges that into `run.diagnoses`, keeping
+its memory) and returns what holds now; `merge(run, found, now)` merges that into `run.diagnoses`, keeping
 when each was first seen. Two kinds describe a moment and are withdrawn when it passes
 (`waiting_for_peers`, `stalled`, `port_taken`); the others describe an event and stay. A run whose
 tasks all exit 0 ends with none: a peer that finished normally is never "lost".

@@ -1,21 +1,23 @@
 """What a run does when a task fails or time runs out: relaunch on new ports, restart, stop the rest.
 
-Called by the supervisor on every poll, under the run's control lock (see run.py); the state it
-changes that views read (reason, notes, restarts) is written under the state lock.
+A pure function: `decide(view)` reads a frozen `View` of the run (taken by the supervisor under
+the run's state lock) and returns a `Decision`; the Run carries it out under its own locks
+(engine/run.py). The policy never touches the run, so it can be read, and tested, on its own.
 """
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ..errors import OptionError
-from . import diagnose
-
-if TYPE_CHECKING:
-    from .run import Run
+from .status import Status
 
 ON_FAILURE = ("stop", "keep", "restart")
 PORT_RETRIES = 3
+
+KEEP = "keep"  # nothing to do (a reason may still be recorded: every task has ended)
+STOP = "stop"  # stop every task that still runs, with a reason
+RELAUNCH = "relaunch"  # the same cluster on new ports (a port kwnb chose was taken)
+RESTART = "restart"  # restart the whole cluster (--on-failure restart)
 
 
 def check_options(on_failure: str, timeout: float | None, stall_after: float = 60.0) -> None:
@@ -27,65 +29,89 @@ def check_options(on_failure: str, timeout: float | None, stall_after: float = 6
         raise OptionError(f"timeout must be positive, not {timeout}")
 
 
-def apply(run: "Run") -> None:
-    now = time.time()
-    if run.timeout and not run._stopping and now - run.started_at > run.timeout:
-        with run._lock:
-            run.reason, run.timed_out = f"timed out after {run.timeout:g} s", True
-        run._stop_all()
-        return
-    failed = [task for task in run.workers if task.status == "failed"]
-    if not failed or run._stopping:
-        return
-    if _relaunch_on_new_ports(run, failed) or _restart(run, failed):
-        return
-    alive = [task for task in run.workers if task.alive]
-    if not alive:
-        with run._lock:
-            run.reason = run.reason or failure(run, failed)
-        return
-    if run.on_failure == "keep":
-        return
+@dataclass(frozen=True)
+class TaskView:
+    """What the policy reads of one task."""
+
+    name: str  # as the logs say it, e.g. "worker 1"
+    status: str
+    alive: bool
+    returncode: int | None
+    address: str
+    bind_failed: bool  # TensorFlow could not bind its port
+    own_tf_config: bool  # the script set TF_CONFIG itself: a relaunch on new ports would not help
+
+
+@dataclass(frozen=True)
+class View:
+    """What the policy reads of a run, copied at one moment."""
+
+    now: float
+    started_at: float
+    timeout: float | None
+    stopping: bool  # kwnb is already ending the run
+    on_failure: str
+    max_restarts: int
+    failure_grace: float
+    restarts: int  # cluster restarts the policy made so far (the user's own restarts do not count)
+    port_retries: int
+    failed_at: float | None  # when a failure was first seen since the last (re)launch
+    origin: str | None  # the diagnosis that says where the failure started, if any
+    tasks: tuple[TaskView, ...]
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str = KEEP
+    reason: str = ""  # STOP: why the run ends; KEEP: why it ended, if no reason was given before
+    note: str = ""  # what the user should be told (RELAUNCH)
+    why: str = ""  # RELAUNCH, RESTART: the line written into every task's log where the new attempt begins
+    timed_out: bool = False
+    failed_at: float | None = None  # KEEP: remembered, for the grace period before the others are stopped
+
+
+def decide(view: View) -> Decision:
+    if view.timeout and not view.stopping and view.now - view.started_at > view.timeout:
+        return Decision(STOP, reason=f"timed out after {view.timeout:g} s", timed_out=True)
+    failed = [task for task in view.tasks if task.status == Status.FAILED]
+    if not failed or view.stopping:
+        return Decision(KEEP, failed_at=view.failed_at)
+    relaunch = _relaunch_on_new_ports(view, failed) or _restart(view, failed)
+    if relaunch is not None:
+        return relaunch
+    if not any(task.alive for task in view.tasks):
+        return Decision(KEEP, reason=failure(view, failed), failed_at=view.failed_at)
+    if view.on_failure == "keep":
+        return Decision(KEEP, failed_at=view.failed_at)
     # MultiWorkerMirroredStrategy peers block forever in collectives once a peer is gone.
-    run._failed_at = run._failed_at or now
-    if now - run._failed_at >= run.failure_grace:
-        with run._lock:
-            run.reason = f"{failure(run, failed)}; stopped the others after {run.failure_grace:g} s"
-        run._stop_all()
+    failed_at = view.failed_at or view.now
+    if view.now - failed_at >= view.failure_grace:
+        return Decision(STOP, reason=f"{failure(view, failed)}; stopped the others after {view.failure_grace:g} s")
+    return Decision(KEEP, failed_at=failed_at)
 
 
-def failure(run: "Run", failed: list) -> str:
+def failure(view: View, failed: list[TaskView]) -> str:
     """Where the failure started: the task a diagnosis blames (it raised or was killed), not the first to exit."""
-    cause = diagnose.origin(run)
-    if cause is not None:
-        return cause.message
-    return f"{failed[0].id} failed with exit code {failed[0].returncode}"
+    if view.origin is not None:
+        return view.origin
+    return f"{failed[0].name} failed with exit code {failed[0].returncode}"
 
 
-def _relaunch_on_new_ports(run: "Run", failed: list) -> bool:
+def _relaunch_on_new_ports(view: View, failed: list[TaskView]) -> Decision | None:
     """A port kwnb chose was taken before TensorFlow bound it: the same cluster on new ports."""
     # Only a port kwnb chose: a script that sets its own TF_CONFIG would clash again on every relaunch.
-    clashed = [task for task in failed if task.bind_failed and task.signals.tf_config_set is None]
-    if not clashed or run.port_retries >= PORT_RETRIES:
-        return False
-    run._diagnose(now_please=True)  # port_taken, said before the relaunch withdraws it
-    with run._lock:
-        run.port_retries += 1
-        run.notes.append(f"{clashed[0].id} could not bind {clashed[0].address} (taken after it was chosen); "
-                         f"relaunched the cluster on new ports")
-    run._stop_all(count_as_stop=False)
-    run._relaunch_all(f"port {clashed[0].address} was taken; new ports, try {run.port_retries + 1}")
-    return True
+    clashed = [task for task in failed if task.bind_failed and not task.own_tf_config]
+    if not clashed or view.port_retries >= PORT_RETRIES:
+        return None
+    first = clashed[0]
+    return Decision(RELAUNCH, note=f"{first.name} could not bind {first.address} (taken after it was chosen); "
+                                   f"relaunched the cluster on new ports",
+                    why=f"port {first.address} was taken; new ports, try {view.port_retries + 2}")
 
 
-def _restart(run: "Run", failed: list) -> bool:
-    if run.on_failure != "restart" or run.restarts >= run.max_restarts:
-        return False
+def _restart(view: View, failed: list[TaskView]) -> Decision | None:
+    if view.on_failure != "restart" or view.restarts >= view.max_restarts:
+        return None
     first = failed[0]
-    run._stop_all(count_as_stop=False)
-    with run._lock:
-        run.restarts += 1
-        for task in run.workers:
-            task.restarts = run.restarts
-    run._relaunch_all(f"restart {run.restarts} of the cluster: {first.id} exited with {first.returncode}")
-    return True
+    return Decision(RESTART, why=f"restart {view.restarts + 1} of the cluster: {first.name} exited with "
+                                 f"{first.returncode}")

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from ..errors import UnknownTask
 from ..task.tf_config import TaskId
+from .compat import RunAliases, task_keyword
 from .task import Task
 
 
-class RunReading:
+class RunReading(RunAliases):
     workers: list[Task]
     name: str
 
@@ -30,29 +31,30 @@ class RunReading:
         names = ", ".join(task.name for task in self.workers)
         raise UnknownTask(f"run {self.name!r} has tasks 0 to {len(self.workers) - 1}, not {ref!r} (by name: {names})")
 
-    worker = task  # the name of earlier versions
-
-    def history(self, task: int | str = 0, *, index: int | None = None) -> list[dict]:
+    @task_keyword
+    def history(self, task: int | str = 0) -> list[dict]:
         """Per-epoch rows of one task (the chief by default): {'epoch': 0, 'loss': ..., ...}.
 
-        `task` is a position in the run or a name like 'worker:1'; `index` is its old name."""
-        chosen = self.task(task if index is None else index)
+        `task` is a position in the run or a name like 'worker:1'."""
+        chosen = self.task(task)
         with self._lock:
             return [dict(row) for row in chosen.metrics.history()]
 
-    def step_history(self, task: int | str = 0, *, index: int | None = None) -> list[dict]:
+    @task_keyword
+    def step_history(self, task: int | str = 0) -> list[dict]:
         """Per-step rows where the output gives them (Keras verbose=1, or kwnb.report(step=...))."""
-        chosen = self.task(task if index is None else index)
+        chosen = self.task(task)
         with self._lock:
             return [dict(row) for row in chosen.metrics.steps]
 
-    def logs(self, task: int | str = 0, tail: int | None = None, *, all: bool = False, index: int | None = None) -> str:
+    @task_keyword
+    def logs(self, task: int | str = 0, tail: int | None = None, *, all: bool = False) -> str:
         """A task's log as a terminal shows it, without TensorFlow's runtime lines unless `all`;
         `tail` keeps only the last lines. The file itself keeps every byte."""
         from .screen import render_file
         from .tf_messages import is_runtime_line
 
-        lines = render_file(self.task(task if index is None else index).log_path)
+        lines = render_file(self.task(task).log_path)
         lines = lines if all else [line for line in lines if not is_runtime_line(line)]
         return "\n".join(lines[-tail:] if tail else lines)
 

@@ -1,16 +1,21 @@
 """A run: one launch of a script on a cluster of tasks, watched from start to end.
 
-One supervisor thread per run polls the tasks, applies the failure policy (policy.py) and, at the
-end, calls the run's `on_end` callbacks (the views write summary.txt and curves.png there).
+One supervisor thread per run (supervisor.py) polls the tasks, carries out the failure policy's
+decisions (policy.py) and, at the end, calls the run's `on_end` callbacks (the views write
+summary.txt and curves.png there).
 Everything a dashboard or terminal shows is read from here, so the notebook, the terminal and the
 tests see the same run the same way.
 
 Two locks, so that a view never waits for a process call:
 - `_lock`, the state lock, guards what views read (each task's screen, metrics, status, exit code;
-  the run's reason and notes). It is held only for in-memory updates.
+  the run's reason, notes, diagnoses and counts). It is held only for in-memory updates; the reason
+  and notes are written by `_say` alone.
 - `_control`, the control lock, serialises what changes processes (launch, poll, stop, kill,
-  restart, the failure policy). It may be held across slow calls (squeue, a stop's grace period);
-  views never take it.
+  restart, carrying out the failure policy's decisions) and guards `_stopping` and `_failed_at`.
+  It may be held across slow calls (squeue, a stop's grace period); views never take it.
+
+A launch is all or nothing: if one task cannot start, those started are stopped, the launcher is
+finished and the run ends with the error as its reason (its traceback in kwnb.log, engine/log.py).
 """
 from __future__ import annotations
 
@@ -24,22 +29,24 @@ from pathlib import Path
 from typing import Callable
 
 from ..backends import Launcher, TaskLaunch, make_launcher
-from ..errors import NotPossible
+from ..errors import KwnbError, LaunchError, NotPossible
 from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RunFolder, default_runs_dir, new_run_dir,
                               write_description)
 from . import cluster as clusters
 from . import diagnose, policy
+from .log import LOG_NAME, for_run
 from .inputs import check_script, find_python
 from .tensorboard import TensorBoardScalars
 from . import stacks as stack_dumps
 from .reading import RunReading
+from .status import Status
+from .supervisor import POLL_SECONDS, Supervisor
 from .task import Task
 
-POLL_SECONDS = 0.1
 DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
 
 
-class Run(RunReading):
+class Run(RunReading, Supervisor):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
     def __init__(
@@ -87,6 +94,7 @@ class Run(RunReading):
         self.launcher.check()
         self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
         self.folder = RunFolder(self.dir)
+        self.log = for_run(self.dir)  # kwnb's own account of the run: kwnb.log in its folder
         self.files = self._keep_files(files or [])
         self.workers = self._make_tasks(keep_lines)
         self._write_description()
@@ -95,7 +103,8 @@ class Run(RunReading):
 
     def _init_progress(self) -> None:
         """What changes while the run goes, and the locks that guard it (see the module's docstring)."""
-        self.restarts = 0
+        self.restarts = 0  # cluster restarts by the failure policy: what --max-restarts limits
+        self.user_restarts = 0  # tasks restarted by the user (%kw_restart, Run.restart): not limited
         self.port_retries = 0
         self.reason = ""  # why the run ended early, in words
         self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
@@ -110,6 +119,7 @@ class Run(RunReading):
         self._done = threading.Event()
         self._stopping = False
         self._failed_at: float | None = None
+        self._outcome: Status | None = None  # set when the run ended before its tasks could (a failed launch)
         self._thread: threading.Thread | None = None
 
     def _keep_files(self, files: list) -> list[Path]:
@@ -132,11 +142,6 @@ class Run(RunReading):
             os.close(os.open(task.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
         return tasks
 
-    @property
-    def tasks(self) -> list[Task]:
-        """Every task of the run, chief first; the same list as `workers` (which includes ps tasks too)."""
-        return self.workers
-
     def _write_description(self) -> None:
         write_description(self.dir, {
             "name": self.name,
@@ -154,6 +159,8 @@ class Run(RunReading):
 
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "Run":
+        if self.started_at is not None or self.done:
+            raise NotPossible(f"run {self.name!r} was started or stopped already; launch it again instead")
         self.started_at = time.time()
         replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
         self._tensorboard = TensorBoardScalars([self.dir, self.cwd, self.logdir], self.started_at,
@@ -162,21 +169,38 @@ class Run(RunReading):
             with self._control:
                 self._launch_all()
         except BaseException as error:  # e.g. a job the scheduler rejected: the run is over before it began
-            self._stop_all()
-            self.reason, self.ended_at = f"could not start: {error}", time.time()
-            self._done.set()
-            raise
-        self.notes.extend(self.launcher.take_notes())  # now, so the magic prints them as the run starts
+            self._launch_failed(error)
+            if isinstance(error, KwnbError) or not isinstance(error, Exception):
+                raise
+            raise LaunchError(f"could not start run {self.name!r}: {type(error).__name__}: {error} "
+                              f"(details in {self.dir / LOG_NAME})") from error
+        for note in self.launcher.take_notes():  # now, so the magic prints them as the run starts
+            self._say(note=note)
+        self.log.info("started %d tasks with %s", len(self.workers), self.launcher.name)
         self._thread = threading.Thread(target=self._supervise, name=f"kwnb-{self.name}", daemon=True)
         self._thread.start()
         return self
+
+    def _launch_failed(self, error: BaseException) -> None:
+        """All or nothing: the tasks that started are stopped (start_all stops its own), the launcher is
+        finished (which releases the warm pool) and the run ends, failed, with the error as its reason."""
+        try:
+            self.log.error("the launch failed; stopping what started", exc_info=error)
+            self._say(reason=f"could not start: {error}")
+            self._outcome = Status.FAILED
+            with self._control:
+                self._guarded("stopping the tasks", self._stop_all)
+            self._guarded("finishing the launcher", self._finish_launcher)
+        finally:
+            self.ended_at = time.time()
+            self._done.set()
 
     def _launch_all(self) -> None:
         addresses = self.launcher.addresses(self.task_ids)
         cluster = clusters.cluster_spec(self.task_ids, addresses) if addresses is not None else None
         configs = [clusters.tf_config(cluster, task.id) if cluster else {} for task in self.workers]
         launches = [self._launch_of(task, config) for task, config in zip(self.workers, configs)]
-        processes = self.launcher.start_all(launches)
+        processes = self.launcher.start_all(launches)  # all or none (backends/base.py)
         with self._lock:
             for task, process, config in zip(self.workers, processes, configs):
                 task._started(process, config)
@@ -204,28 +228,12 @@ class Run(RunReading):
         env.update(self.user_env)
         return env
 
-    def _supervise(self) -> None:
-        try:
-            while True:
-                with self._control:
-                    self._refresh()
-                    self._diagnose()
-                    policy.apply(self)
-                    if all(task.returncode is not None for task in self.workers):
-                        break
-                time.sleep(POLL_SECONDS)
-        finally:
-            with self._control:
-                self._refresh()
-                self._diagnose(final=True)
-            self.ended_at = time.time()
-            self._finish()
-
     def _refresh(self) -> bool:
         """Observe every task (slow, no state lock), then apply what was seen (quick, under it)."""
         seen = [task.observe() for task in self.workers]
         # TensorBoard scalars (engine/tensorboard.py) are the chief's curves too; a last look at the end.
-        epochs, steps = self._tensorboard.poll_safely(self.notes, rescan=all(t.returncode is not None for t in self.workers))
+        epochs, steps = self._tensorboard.poll_safely(lambda note: self._say(note=note),
+                                                      rescan=all(t.returncode is not None for t in self.workers))
         with self._lock:
             changed = any([task.apply(observation) for task, observation in zip(self.workers, seen)])
             if epochs or steps:
@@ -244,7 +252,8 @@ class Run(RunReading):
 
     def _stop_all(self, count_as_stop: bool = True) -> None:
         self._stopping = count_as_stop
-        stoppers = [threading.Thread(target=task._stop, args=(self.stop_grace,)) for task in self.workers]
+        stoppers = [threading.Thread(target=self._guarded, args=(f"stopping {task.id}", task._stop, self.stop_grace))
+                    for task in self.workers]
         for thread in stoppers:
             thread.start()
         for thread in stoppers:
@@ -257,14 +266,20 @@ class Run(RunReading):
         self._failed_at = None
         self._launch_all()
 
-    def _finish(self) -> None:
-        self.notes.extend(self.launcher.finish())
-        for callback in self.on_end:
-            try:
-                callback(self)
-            except Exception as error:  # what a view writes is a bonus; a broken one must not hide the result
-                self.notes.append(f"{getattr(callback, '__name__', 'an on_end callback')} failed: {error}")
-        self._done.set()
+    def _say(self, note: str = "", reason: str = "", replace: bool = True) -> None:
+        """The one writer of the run's notes and reason (under the state lock); both go to kwnb.log too."""
+        with self._lock:
+            if note:
+                self.notes.append(note)
+            if reason and (replace or not self.reason):
+                self.reason = reason
+        for text in (note, reason):
+            if text:
+                self.log.info("%s: %s", "note" if text is note else "reason", text)
+
+    def add_note(self, note: str) -> None:
+        """Tell the user something about this run (its summary lists the notes), e.g. from an on_end callback."""
+        self._say(note=note)
 
     # ----- control ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> list[int | None]:
@@ -275,8 +290,12 @@ class Run(RunReading):
     def stop(self, reason: str = "stopped by the user") -> list[int | None]:
         """End every task (TERM, then KILL after a grace period) and wait for the run to close."""
         with self._control:
-            if not self.done and not self._stopping:
-                self.reason = reason
+            if self.started_at is None and not self.done:  # never started: nothing to end, but it is over
+                self._say(reason=reason)
+                self._outcome, self.ended_at = Status.STOPPED, time.time()
+                self._done.set()
+            elif not self.done and not self._stopping:
+                self._say(reason=reason)
                 self._stop_all()
         return self.wait(timeout=self.stop_grace + 5)
 
@@ -310,12 +329,16 @@ class Run(RunReading):
             chosen._stop(self.stop_grace)
             self._refresh()
             _log_separator(chosen, f"{chosen.id} restarted by the user")
-            process = self.launcher.start(self._launch_of(chosen, chosen.tf_config))
+            try:
+                process = self.launcher.start(self._launch_of(chosen, chosen.tf_config))
+            except OSError as error:  # e.g. EAGAIN from fork: the task stays ended, the run goes on
+                self.log.error("could not restart %s", chosen.id, exc_info=error)
+                raise LaunchError(f"could not restart {chosen.id}: {error}") from error
             with self._lock:
                 chosen.restarts += 1
-                self.restarts += 1
+                self.user_restarts += 1  # not the failure policy's: --max-restarts does not count these
                 chosen._started(process, chosen.tf_config)
-                self._failed_at = None
+            self._failed_at = None
 
     def stacks(self, task: int | str | None = None, native: bool = False) -> dict[int, str]:
         """Every thread's Python stack of each live task (or of one), by position; `native` adds py-spy's
@@ -339,17 +362,19 @@ class Run(RunReading):
         return [task.returncode for task in self.workers]
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
+        if self._outcome is not None:
+            return self._outcome
         statuses = [task.status for task in self.workers]
         if not self.done and not all(task.returncode is not None for task in self.workers):
-            if all(s in ("starting", "pending") for s in statuses):
-                return "pending" if "pending" in statuses else "starting"
-            return "running"
-        if "failed" in statuses or self.timed_out:
-            return "failed"
-        if "stopped" in statuses:
-            return "stopped"
-        return "finished"
+            if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
+                return Status.PENDING if Status.PENDING in statuses else Status.STARTING
+            return Status.RUNNING
+        if Status.FAILED in statuses or self.timed_out:
+            return Status.FAILED
+        if Status.STOPPED in statuses:
+            return Status.STOPPED
+        return Status.FINISHED
 
     @property
     def elapsed(self) -> float:

@@ -30,10 +30,11 @@ def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
     """{position: stacks text} of every live task that can dump its stacks (its bootstrap is ready)."""
     offsets = {}
     for task in tasks:
-        path = task._folder.stacks(task.position)
-        if task.alive and task._process is not None and path.exists():
-            offsets[task.position] = (task, path, path.stat().st_size)
-            task._process.signal_task(getattr(signal, STACKS_SIGNAL_NAME))
+        path = task.stacks_path
+        if task.alive and path.exists():
+            start = path.stat().st_size  # before the signal: the dump is what grows after it
+            if task.signal_own_process(getattr(signal, STACKS_SIGNAL_NAME)):
+                offsets[task.position] = (task, path, start)
     dumps = _collect(offsets)
     if native and py_spy():
         for position, (task, _, _) in offsets.items():

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .status import Status
+
 if TYPE_CHECKING:
     from .run import Run
 
@@ -16,8 +18,10 @@ def format_summary(run: "Run") -> str:
     codes = run.exit_codes
     tasks = len(run.workers)
     head = f"kwnb run {run.name!r}: {run.status} after {run.elapsed:.1f} s, {tasks} task{'s' * (tasks != 1)}"
-    if run.restarts:
+    if run.restarts:  # the failure policy's, of the whole cluster
         head += f", {run.restarts} restart{'s' * (run.restarts != 1)}"
+    if run.user_restarts:  # tasks the user restarted (%kw_restart)
+        head += f", {run.user_restarts} task restart{'s' * (run.user_restarts != 1)} by the user"
     lines = [head + (f" ({run.reason})" if run.reason else "")]
     lines.append("exit codes: " + ", ".join("running" if c is None else str(c) for c in codes))
     warm = sum(task.warm for task in run.workers)
@@ -31,7 +35,7 @@ def format_summary(run: "Run") -> str:
         if history:
             line += f"; {len(history)} epochs, last: {format_metrics(history[-1])}"
         lines.append(line)
-        if worker.status == "failed":
+        if worker.status == Status.FAILED:
             lines.extend("    | " + text for text in worker.screen.tail(5))
     lines.extend(overview_lines(run))
     if run.diagnoses:

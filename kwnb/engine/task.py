@@ -19,6 +19,7 @@ from . import tf_messages as tf
 from .follow import FileFollower
 from .metrics import MetricsParser
 from .screen import TerminalScreen
+from .status import Status
 from .vitals import Vitals
 
 PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
@@ -88,11 +89,11 @@ class Task:
         self.tf_config: dict = {}
         self.pid: int | None = None
         self.returncode: int | None = None
-        self.status = "starting"
+        self.status = Status.STARTING
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self.port_open_at: float | None = None
-        self.restarts = 0
+        self.restarts = 0  # times this task started again: with its cluster (failure policy) or alone (the user)
         self.screen = TerminalScreen(keep=keep_lines)
         self.metrics = MetricsParser(step_scale=step_scale)
         self.is_chief = False
@@ -144,7 +145,7 @@ class Task:
         self._process, self.tf_config, self.pid = process, tf_config, process.pid
         self.warm = process.warm  # in an interpreter that had already imported TensorFlow
         self.returncode, self.ended_at, self.port_open_at = None, None, None
-        self.status, self.started_at, self._stop_requested = "starting", time.time(), False
+        self.status, self.started_at, self._stop_requested = Status.STARTING, time.time(), False
         self.signals, self.killed_by_kwnb = Signals(progress_at=self.started_at), False
         self.vitals.restarted(self.started_at)
 
@@ -152,6 +153,19 @@ class Task:
     def phase(self) -> str:
         """starting, joining, training, ... (engine/vitals.py); `vitals.phases` has their history."""
         return self.vitals.phase
+
+    @property
+    def stacks_path(self) -> Path:
+        """The file this task's bootstrap appends its stacks to when asked (engine/stacks.py); it exists
+        once the bootstrap is ready for the signal."""
+        return self._folder.stacks(self.position)
+
+    def signal_own_process(self, signum: int) -> bool:
+        """Signal the task's own process, not its children, if it runs; whether it was sent."""
+        if not self.alive:
+            return False
+        self._process.signal_task(signum)
+        return True
 
     @property
     def bind_failed(self) -> bool:
@@ -200,16 +214,17 @@ class Task:
         if seen.returncode is not None:
             self.signals.record(self._scanner.close(), now)
             self.returncode, self.ended_at = seen.returncode, time.time()
-            self.status = "stopped" if self._stop_requested else ("finished" if seen.returncode == 0 else "failed")
+            self.status = Status.STOPPED if self._stop_requested else \
+                Status.FINISHED if seen.returncode == 0 else Status.FAILED
             self.vitals.update(self, now)
             return True
         if seen.tf_config and not self.tf_config:
             self.tf_config, changed = seen.tf_config, True
         if seen.port_open and self.port_open_at is None:
             self.port_open_at = time.time()
-        if self.status in ("starting", "pending"):
-            status = "running" if (self.port_open_at or self.screen.total_lines) else \
-                "pending" if seen.queued else "starting"
+        if self.status in (Status.STARTING, Status.PENDING):
+            status = Status.RUNNING if (self.port_open_at or self.screen.total_lines) else \
+                Status.PENDING if seen.queued else Status.STARTING
             changed, self.status = changed or status != self.status, status
         return self.vitals.update(self, now) or changed
 
@@ -238,7 +253,7 @@ class Task:
         return f"<Task {self.task_type} {self.index} pid={self.pid} {self.status}{code}>"
 
 
-Worker = Task  # the name README and earlier versions use; a run's tasks include ps and chief tasks too
+Worker = Task  # the old name (engine/compat.py lists them all)
 
 
 def _read_json(path: Path) -> dict | None:

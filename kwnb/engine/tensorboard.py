@@ -32,6 +32,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 SCAN_SECONDS = 2.0  # looking for new event files walks folders; reading known ones is one stat each
 MAX_DEPTH = 4  # logs/fit/20240101-120000/train: the deepest layout the tutorials use
@@ -202,18 +203,31 @@ class TensorBoardScalars:
         self._epoch_ends: dict[int, float] = {}  # epoch -> wall time of its first end-of-epoch summary
         self._early_steps: list[tuple[float, int]] = []  # (wall, step) until steps_per_epoch is known
         self._failed = False
+        self._said: set[str] = set()  # problems already turned into notes
 
-    def poll_safely(self, notes: list[str], rescan: bool = False) -> tuple[list[dict], list[dict]]:
+    def poll_safely(self, say: Callable[[str], None], rescan: bool = False) -> tuple[list[dict], list[dict]]:
         """poll(), but a failure is a note and the end of reading: curves are a bonus, and a bad
-        event file must not stop the run's supervisor."""
+        event file must not stop the run's supervisor. `say` gets each note once: why event files
+        cannot be read at all (no TensorBoard), each file given up on, a failure of the reader itself."""
         if self._failed:
             return [], []
         try:
-            return self.poll(rescan=rescan)
-        except Exception as error:
-            notes.append(f"stopped reading TensorBoard event files: {type(error).__name__}: {error}")
+            rows = self.poll(rescan=rescan)
+        except Exception as error:  # a bug in the reader: the run goes on without curves from event files
+            say(f"stopped reading TensorBoard event files: {type(error).__name__}: {error}")
             self._failed = True
             return [], []
+        for problem in self._new_problems():
+            say(problem)
+        return rows
+
+    def _new_problems(self) -> list[str]:
+        problems = [f"{self.unavailable} (no curves from event files; `pip install tensorboard` adds them)"] \
+            if self.unavailable else []
+        problems += [f"could not read the TensorBoard event file {path}: {why}" for path, why in self.unreadable.items()]
+        new = [problem for problem in problems if problem not in self._said]
+        self._said.update(new)
+        return new
 
     def poll(self, rescan: bool = False) -> tuple[list[dict], list[dict]]:
         """(epoch rows, step rows) read since the last poll. `rescan=True` looks for new files now

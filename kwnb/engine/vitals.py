@@ -16,41 +16,43 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from .status import Phase, Status
+
 if TYPE_CHECKING:
     from ..backends.base import Sample
     from .task import Task
 
-PHASES = ("pending", "starting", "joining", "training", "finishing", "finished", "failed", "stopped")
+PHASES = tuple(Phase)  # pending, starting, joining, training, finishing, finished, failed, stopped
 RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth Keras's 0.05 s redraws
 
 
-def phase_of(task: "Task") -> str:
+def phase_of(task: "Task") -> Phase:
     if task.returncode is not None:
-        return task.status
-    if task.status == "pending":
-        return "pending"
+        return Phase(task.status)
+    if task.status == Status.PENDING:
+        return Phase.PENDING
     signals = task.signals
     if signals.waiting is not None and signals.waiting.waiting:
-        return "joining"  # the coordination leader, waiting for the others
+        return Phase.JOINING  # the coordination leader, waiting for the others
     metrics = task.metrics
     if metrics.total_epochs and len(metrics.epochs) >= metrics.total_epochs:
-        return "finishing"
+        return Phase.FINISHING
     if signals.connected_at is not None or metrics.steps or metrics.epochs:
-        return "training"
-    return "joining" if signals.server_at is not None else "starting"
+        return Phase.TRAINING
+    return Phase.JOINING if signals.server_at is not None else Phase.STARTING
 
 
 class Vitals:
     def __init__(self):
-        self.phases: list[tuple[float, str]] = []  # (time it began, phase), across restarts
+        self.phases: list[tuple[float, Phase]] = []  # (time it began, phase), across restarts
         self.rss = 0  # bytes, at the last sample
         self.cpu_percent: float | None = None  # of one core, since the last sample
         self._steps: deque = deque()  # (time, global step)
         self._cpu: tuple[float, float] | None = None  # (time, CPU seconds) at the last sample
 
     @property
-    def phase(self) -> str:
-        return self.phases[-1][1] if self.phases else "starting"
+    def phase(self) -> Phase:
+        return self.phases[-1][1] if self.phases else Phase.STARTING
 
     def update(self, task: "Task", now: float) -> bool:
         """Note a new phase and the step count; returns whether the phase changed."""
@@ -62,7 +64,7 @@ class Vitals:
         return True
 
     def restarted(self, now: float) -> None:
-        self.phases.append((now, "starting"))
+        self.phases.append((now, Phase.STARTING))
         self._steps.clear()
         self._cpu = None
 
@@ -91,7 +93,7 @@ class Vitals:
 
     def mean_rate(self, task: "Task") -> float | None:
         """Steps per second over the whole time spent training (for the summary, once a task ended)."""
-        training = self.time_in(until=task.ended_at).get("training", 0.0)
+        training = self.time_in(until=task.ended_at).get(Phase.TRAINING, 0.0)
         steps = task.metrics.steps
         return steps[-1]["step"] / training if steps and training > 0 else None
 
@@ -100,7 +102,7 @@ class Vitals:
         spent: dict[str, float] = {}
         ends = [start for start, _ in self.phases[1:]] + [until or time.time()]
         for (start, phase), end in zip(self.phases, ends):
-            if phase in ("finished", "failed", "stopped"):
+            if phase in (Phase.FINISHED, Phase.FAILED, Phase.STOPPED):
                 continue
             spent[phase] = spent.get(phase, 0.0) + max(0.0, end - start)
         return spent

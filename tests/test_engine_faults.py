@@ -1,0 +1,274 @@
+"""Faults injected into the engine itself (issue 21): every run ends, a failed launch leaves nothing,
+the failure policy decides from a view and the user's own restarts do not use up its budget.
+
+Injected with the standard library only: a monkeypatched function that raises, a Popen that fails
+for the second task. The workers are plain Python (no TensorFlow), so each test takes seconds.
+"""
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+import kwnb
+from kwnb.backends import warm as warm_pool
+from kwnb.backends.base import BOOTSTRAP
+from kwnb.backends.local import LocalLauncher
+from kwnb.engine import diagnose, policy
+from kwnb.engine.log import LOG_NAME
+from kwnb.engine.run import Run
+from kwnb.engine.status import Status
+from kwnb.errors import LaunchError, NotPossible
+
+SCRIPTS = Path(__file__).parent / "scripts"
+BEHAVE = SCRIPTS / "behave.py"
+
+
+@pytest.fixture(autouse=True)
+def stop_leftover_runs():
+    yield
+    for run in kwnb.runs():
+        if not run.done:
+            run.stop(reason="test teardown")
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+class FinishFails(LocalLauncher):
+    """A launcher whose end-of-run step raises, as Slurm's scancel timing out would."""
+
+    def finish(self):
+        super().finish()
+        raise subprocess.TimeoutExpired(["scancel", "1"], 30)
+
+
+def test_a_supervisor_that_raises_still_ends_the_run_stops_the_tasks_and_says_why(tmp_path, monkeypatch):
+    calls, real_findings = [], diagnose.findings
+
+    def findings(run, now):
+        calls.append(now)
+        if len(calls) == 3:
+            raise RuntimeError("injected on the third call")
+        return real_findings(run, now)
+
+    monkeypatch.setattr(diagnose, "findings", findings)
+    ended = []
+    run = kwnb.launch(BEHAVE, n=2, name="supervisor-fault", args=["--sleep", "60"], runs_dir=tmp_path / "runs",
+                      launcher=FinishFails(network="host", warm=False), on_end=[ended.append])
+    pids = [task.pid for task in run.workers]
+    codes = run.wait(timeout=60)
+    assert run.done, "the run was left open: wait(), %kw_wait and the dashboard would wait forever"
+    assert len(calls) >= 3
+    assert None not in codes and all(gone(pid) for pid in pids), [task.status for task in run.workers]
+    assert run.status == Status.FAILED == "failed"
+    assert "supervisor failed (RuntimeError: injected on the third call" in run.reason, run.reason
+    assert ended == [run], "the on_end callbacks were skipped"
+    assert any(note.startswith("finishing the launcher failed:") for note in run.notes), run.notes
+    log = (run.dir / LOG_NAME).read_text()
+    assert "Traceback" in log and "injected on the third call" in log and "TimeoutExpired" in log
+    assert run.ended_at is not None and run.ended_at >= run.started_at
+    assert "kwnb's supervisor failed" in run.summary()
+
+
+def test_a_launch_that_fails_for_the_second_task_stops_the_first_and_releases_the_pool(tmp_path, monkeypatch):
+    real_popen, started = subprocess.Popen, []
+
+    def popen(argv, *args, **kwargs):  # EAGAIN from fork for the second task, as a full process table gives
+        if BOOTSTRAP in argv:
+            if len(started) == 1:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            started.append(real_popen(argv, *args, **kwargs))
+            return started[-1]
+        return real_popen(argv, *args, **kwargs)
+
+    ended = []
+    real_run_ended = warm_pool.POOL.run_ended
+    monkeypatch.setattr(warm_pool.POOL, "run_ended",
+                        lambda launcher, *args, **kwargs: (ended.append(launcher), real_run_ended(launcher, *args,
+                                                                                                  **kwargs)))
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    launcher = LocalLauncher(network="host", warm=False)
+    run = Run(BEHAVE, n=2, name="half-launch", args=["--sleep", "60"], runs_dir=tmp_path / "runs", launcher=launcher)
+    with pytest.raises(LaunchError) as raised:
+        run.start()
+    message = str(raised.value)
+    assert "could not start worker 1" in message and "Resource temporarily unavailable" in message, message
+    assert "\n" not in message  # one line for the magic and the CLI to print
+    assert len(started) == 1 and started[0].poll() is not None, "the first worker was left running"
+    assert gone(started[0].pid)
+    assert ended == [launcher], "the launcher was not finished: the warm pool would count the run as active"
+    assert run.done and run.status == "failed" and run.reason.startswith("could not start")
+    assert run.wait(timeout=1) == [None, None]
+    # Through kwnb.launch: the same error, and no run kept.
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    started.clear()
+    with pytest.raises(LaunchError):
+        kwnb.launch(BEHAVE, n=2, name="half-launch-2", args=["--sleep", "60"], runs_dir=tmp_path / "runs",
+                    launcher=LocalLauncher(network="host", warm=False))
+    assert all(gone(process.pid) for process in started)
+    assert "half-launch-2" not in [r.name for r in kwnb.runs()]
+
+
+def test_stop_before_start_ends_the_run_and_start_after_it_refuses(tmp_path):
+    run = Run(BEHAVE, n=2, name="never-started", runs_dir=tmp_path / "runs",
+              launcher=LocalLauncher(network="host", warm=False))
+    assert run.stop() == [None, None]
+    assert run.done and run.status == Status.STOPPED and run.reason == "stopped by the user"
+    with pytest.raises(NotPossible):
+        run.start()
+    assert all(task.pid is None for task in run.workers)
+
+
+WAIT_FOR_GO = """
+import json, os, sys, time
+from pathlib import Path
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+go, failed = Path(sys.argv[1]), Path(sys.argv[2])
+print(f"worker {index} started", flush=True)
+deadline = time.time() + 60
+while not go.exists() and time.time() < deadline:
+    time.sleep(0.05)
+if index == 1 and not failed.exists():
+    failed.write_text("once")
+    sys.exit(3)
+"""
+
+
+def test_the_users_restarts_neither_use_up_max_restarts_nor_are_overwritten_by_a_cluster_restart(tmp_path):
+    script, go, failed = tmp_path / "wait_for_go.py", tmp_path / "go", tmp_path / "failed"
+    script.write_text(WAIT_FOR_GO)
+    run = kwnb.launch(script, n=2, args=[str(go), str(failed)], runs_dir=tmp_path / "runs", on_failure="restart",
+                      max_restarts=1, launcher=LocalLauncher(network="host", warm=False))
+    run.restart(0)  # the user's: must not use up the failure policy's one restart
+    assert run.user_restarts == 1 and run.restarts == 0
+    go.write_text("go")  # now worker 1 fails once, and the policy restarts the cluster
+    assert run.wait(timeout=60) == [0, 0], run.summary()
+    assert run.restarts == 1 and run.user_restarts == 1
+    assert [task.restarts for task in run.workers] == [2, 1]  # worker 0: once by the user, once with the cluster
+    assert "restart 1 of the cluster: worker 1 exited with 3" in run.logs(1)
+    log = (run.dir / LOG_NAME).read_text()
+    assert "failure policy: restart" in log
+
+
+# ----- the failure policy alone: a pure function of a view ------------------------------------------
+
+def view(**changes) -> policy.View:
+    task = policy.TaskView("worker 0", Status.RUNNING, True, None, "localhost:1", False, False)
+    failed = policy.TaskView("worker 1", Status.FAILED, False, 3, "localhost:2", False, False)
+    base = dict(now=100.0, started_at=90.0, timeout=None, stopping=False, on_failure="stop", max_restarts=3,
+                failure_grace=5.0, restarts=0, port_retries=0, failed_at=None, origin=None, tasks=(task, failed))
+    return policy.View(**{**base, **changes})
+
+
+def test_policy_decides_from_a_view_alone():
+    first = policy.decide(view())
+    assert first.action == policy.KEEP and first.failed_at == 100.0  # the grace period starts
+    later = policy.decide(view(now=106.0, failed_at=100.0))
+    assert later.action == policy.STOP and later.reason == "worker 1 failed with exit code 3; stopped the others after 5 s"
+    blamed = policy.decide(view(now=106.0, failed_at=100.0, origin="worker 1 raised ValueError"))
+    assert blamed.reason.startswith("worker 1 raised ValueError")
+    assert policy.decide(view(on_failure="restart")).action == policy.RESTART
+    assert policy.decide(view(on_failure="restart", restarts=3)).action == policy.KEEP
+    assert policy.decide(view(now=200.0, timeout=50.0)).timed_out
+    clashed = policy.TaskView("worker 1", Status.FAILED, False, 1, "localhost:2", True, False)
+    relaunch = policy.decide(view(tasks=(view().tasks[0], clashed)))
+    assert relaunch.action == policy.RELAUNCH and "new ports, try 2" in relaunch.why
+    own = policy.TaskView("worker 1", Status.FAILED, False, 1, "localhost:2", True, True)
+    assert policy.decide(view(tasks=(view().tasks[0], own))).action != policy.RELAUNCH
+
+
+def test_the_old_names_of_a_task_still_work(tmp_path):
+    run = Run(BEHAVE, n=2, name="old-names", runs_dir=tmp_path / "runs",
+              launcher=LocalLauncher(network="host", warm=False))
+    assert run.tasks is run.workers and run.worker(1) is run.task("worker:1")
+    assert kwnb.Worker is kwnb.Task
+    run.workers[1].log_path.write_text("hello from worker 1\n")
+    assert run.logs(index=1) == run.logs(1) == run.logs(task="worker:1") == "hello from worker 1"
+    assert run.history(index=1) == run.history(1) == [] and run.step_history(index=0) == []
+    with pytest.raises(TypeError):
+        run.history(0, index=1)
+    run.stop()
+
+
+WRITES_AN_EVENT_FILE = """
+from pathlib import Path
+Path("logs").mkdir(exist_ok=True)
+Path("logs/events.out.tfevents.1.host").write_bytes(b"an event file this kernel cannot read")
+"""
+
+
+def test_event_files_kwnb_cannot_read_become_notes_the_user_sees(tmp_path, monkeypatch):
+    for name in [name for name in sys.modules if name.split(".")[0] == "tensorboard"] + ["tensorboard"]:
+        monkeypatch.setitem(sys.modules, name, None)  # this kernel has no TensorBoard: imports of it fail
+    (tmp_path / "job.py").write_text(WRITES_AN_EVENT_FILE)
+    run = kwnb.launch(tmp_path / "job.py", n=1, cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      launcher=LocalLauncher(network="host", warm=False))
+    assert run.wait(timeout=60) == [0]
+    said = [note for note in run.notes if note.startswith("cannot read TensorBoard event files")]
+    assert len(said) == 1 and "pip install tensorboard" in said[0], run.notes
+    assert said[0] in run.summary() and said[0] in (run.dir / LOG_NAME).read_text()
+    # A file given up on is said once too, however many polls follow.
+    from kwnb.engine.tensorboard import TensorBoardScalars
+
+    reader, notes = TensorBoardScalars([tmp_path / "empty"], since=0.0), []
+    reader.unreadable[tmp_path / "x.tfevents"] = "DataLossError: truncated record"
+    for _ in range(3):
+        reader.poll_safely(notes.append)
+    assert notes == [f"could not read the TensorBoard event file {tmp_path / 'x.tfevents'}: "
+                     "DataLossError: truncated record"]
+
+
+def test_a_restart_that_cannot_start_a_task_ends_the_run_saying_so(tmp_path, monkeypatch):
+    real_popen, started = subprocess.Popen, []
+
+    def popen(argv, *args, **kwargs):  # the cluster's restart cannot start its second task
+        if BOOTSTRAP in argv:
+            if len(started) == 3:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            started.append(real_popen(argv, *args, **kwargs))
+            return started[-1]
+        return real_popen(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    run = kwnb.launch(BEHAVE, n=2, name="restart-fails", args=["--fail-index", "1", "--sleep", "60"],
+                      runs_dir=tmp_path / "runs", on_failure="restart", max_restarts=1,
+                      launcher=LocalLauncher(network="host", warm=False))
+    assert None not in run.wait(timeout=60) and run.done
+    assert len(started) == 3 and all(gone(process.pid) for process in started)
+    assert run.reason.startswith("could not relaunch the cluster: could not start worker 1:"), run.reason
+    assert run.status == "failed"
+
+
+def test_the_magic_says_a_failed_launch_in_one_line(tmp_path, monkeypatch):
+    from IPython import get_ipython
+    from IPython.core.error import UsageError
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")
+    real_popen, started = subprocess.Popen, []
+
+    def popen(argv, *args, **kwargs):
+        if BOOTSTRAP in argv and started:
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+        process = real_popen(argv, *args, **kwargs)
+        started.extend([process] if BOOTSTRAP in argv else [])
+        return process
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    with pytest.raises(UsageError) as raised:
+        shell.run_cell_magic("kw_worker", "main.py -n 2 --network host --cold", "import time; time.sleep(60)\n")
+    assert str(raised.value) == ("could not start worker 1: [Errno 11] Resource temporarily unavailable; "
+                                 "stopped the 1 already started")
+    assert len(started) == 1 and gone(started[0].pid)

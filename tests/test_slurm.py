@@ -22,18 +22,10 @@ from kwnb.backends.base import BOOTSTRAP
 from kwnb.task import slurm_env
 from kwnb.engine.run import Run
 from kwnb.slurm import SlurmLauncher, srun_exit_codes
+from waiting import wait_until
 
 SCRIPTS = Path(__file__).parent / "scripts"
 BEHAVE = SCRIPTS / "behave.py"
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 # ----- the task side, anywhere ---------------------------------------------------------------------

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import kwnb
 import slurm_netns
 import slurm_support
 from kwnb.slurm import SlurmLauncher
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -43,15 +43,6 @@ def nodes(slurm_nodes, monkeypatch):
     """The 2-node cluster, with SLURM_CONF pointing at it for kwnb's sbatch, squeue and scancel."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_nodes.conf))
     return slurm_nodes
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 def launch(tmp_path: Path, script: Path, n: int, args: str = "") -> kwnb.Run:

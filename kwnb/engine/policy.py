@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import OptionError
-from . import diagnose
+from . import diagnose, vitals
 
 if TYPE_CHECKING:
     from .run import Run
@@ -29,9 +29,10 @@ def check_options(on_failure: str, timeout: float | None, stall_after: float = 6
 
 def apply(run: "Run") -> None:
     now = time.time()
-    if run.timeout and not run._stopping and now - run.started_at > run.timeout:
+    expired = _timed_out(run, now)
+    if expired:
         with run._lock:
-            run.reason, run.timed_out = f"timed out after {run.timeout:g} s", True
+            run.reason, run.timed_out = expired, True
         run._stop_all()
         return
     failed = [task for task in run.workers if task.status == "failed"]
@@ -52,6 +53,18 @@ def apply(run: "Run") -> None:
         with run._lock:
             run.reason = f"{failure(run, failed)}; stopped the others after {run.failure_grace:g} s"
         run._stop_all()
+
+
+def _timed_out(run: "Run", now: float) -> str:
+    """Why the run is out of time, or "": --timeout counts from the tasks' start, not the time a scheduler
+    kept them queued (a job can wait hours for nodes; its time limit is Slurm's --time)."""
+    if not run.timeout or run._stopping:
+        return ""
+    queued = vitals.queued_seconds(run.workers, now)
+    if now - run.started_at - queued <= run.timeout:
+        return ""
+    waited = f" of running, after {queued:.0f} s pending in the scheduler's queue" if queued >= 1 else ""
+    return f"timed out after {run.timeout:g} s{waited}"
 
 
 def failure(run: "Run", failed: list) -> str:

@@ -33,6 +33,10 @@ def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
         path = task._folder.stacks(task.position)
         if task.alive and task._process is not None and path.exists():
             offsets[task.position] = (task, path, path.stat().st_size)
+    signalled = set()  # one signal per scope, after every offset is read: under Slurm one reaches the whole job
+    for task, _, _ in offsets.values():
+        if (scope := task._process.signal_scope()) not in signalled:
+            signalled.add(scope)
             task._process.signal_task(getattr(signal, STACKS_SIGNAL_NAME))
     dumps = _collect(offsets)
     if native and py_spy():

@@ -30,7 +30,8 @@ def _load(name: str):
     return module
 
 
-_load("slurm_netns")  # slurm_support imports it
+for _needed in ("slurm_netns", "slurm_cluster", "slurm_start"):  # what slurm_support imports, in order
+    _load(_needed)
 slurm_support = _load("slurm_support")
 NOTEBOOK_MENTIONS_SLURM = re.compile(r"slurm|sbatch|srun|sinfo|squeue", re.I)
 

@@ -18,7 +18,9 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
                                 help=f"number of worker processes (1 to {MAX_TASKS}; default 2)")),
     (("--ps",), dict(type=int, default=0, metavar="K", help="number of parameter-server tasks (default 0)")),
     (("--name",), dict(default=None, help="run name (default: the script's file name without .py)")),
-    (("--timeout",), dict(type=float, default=None, metavar="SECONDS", help="stop the whole run after this long")),
+    (("--timeout",), dict(type=float, default=None, metavar="SECONDS",
+                          help="stop the whole run this long after its tasks started (time a scheduler keeps "
+                               "them queued, shown as pending, does not count)")),
     (("--env",), dict(action="append", default=[], metavar="KEY=VALUE",
                       help="extra environment variable for every task (repeatable)")),
     (("--python",), dict(default=None, metavar="EXE", help="Python interpreter for the tasks (default: this one)")),

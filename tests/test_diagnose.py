@@ -17,6 +17,7 @@ import pytest
 import kwnb
 from kwnb.engine.cluster import free_ports
 from kwnb.engine.stacks import blocked_at, py_spy
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
@@ -26,15 +27,6 @@ def launch(tmp_path, mode, *extra, **options):
     options.setdefault("stall_after", 60)
     return kwnb.launch(SCRIPT, n=2, name=mode, args=" ".join([mode, *extra]), runs_dir=tmp_path / "runs",
                        cwd=tmp_path, **options)
-
-
-def wait_until(condition, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def kinds(run):

@@ -165,8 +165,17 @@ def view(**changes) -> policy.View:
     task = policy.TaskView("worker 0", Status.RUNNING, True, None, "localhost:1", False, False)
     failed = policy.TaskView("worker 1", Status.FAILED, False, 3, "localhost:2", False, False)
     base = dict(now=100.0, started_at=90.0, timeout=None, stopping=False, on_failure="stop", max_restarts=3,
-                failure_grace=5.0, restarts=0, port_retries=0, failed_at=None, origin=None, tasks=(task, failed))
+                failure_grace=5.0, restarts=0, port_retries=0, queued=0.0, failed_at=None, origin=None,
+                tasks=(task, failed))
     return policy.View(**{**base, **changes})
+
+
+def test_timeout_does_not_count_time_in_a_schedulers_queue():
+    running = (policy.TaskView("worker 0", Status.RUNNING, True, None, "localhost:1", False, False),)
+    assert policy.decide(view(timeout=5, now=100.0, started_at=90.0, queued=8.0, tasks=running)).action == policy.KEEP
+    late = policy.decide(view(timeout=5, now=100.0, started_at=90.0, queued=4.0, tasks=running))
+    assert late.action == policy.STOP and late.timed_out
+    assert late.reason == "timed out after 5 s of running, after 4 s pending in the scheduler's queue"
 
 
 def test_policy_decides_from_a_view_alone():

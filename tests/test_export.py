@@ -23,6 +23,7 @@ from kwnb.engine import registry
 from kwnb.engine.run import Run
 from kwnb.export import export_run
 from kwnb.task.runfolder import find_run_dir
+from openapi_formats import FORMATS
 
 DATA = Path(__file__).parent / "data" / "tfjob"
 CRD = json.loads((DATA / "kubeflow.org_tfjobs.json").read_text())
@@ -31,19 +32,6 @@ SCHEMA = VERSION["schema"]["openAPIV3Schema"]
 # The TFJob's replica types, as the operator spells them (TFJobReplicaTypeChief, ...Worker, ...PS, ...Evaluator).
 TFJOB_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-FORMATS = jsonschema.FormatChecker()
-
-
-@FORMATS.checks("int32")
-def _int32(value):
-    return not isinstance(value, int) or -2**31 <= value < 2**31
-
-
-@FORMATS.checks("int64")
-def _int64(value):
-    return not isinstance(value, int) or -2**63 <= value < 2**63
-
-
 VALIDATOR = jsonschema.Draft4Validator(SCHEMA, format_checker=FORMATS)
 
 

@@ -28,6 +28,7 @@ from kwnb import cli
 from kwnb.engine import cluster
 from kwnb.engine.run import Run
 from kwnb.export import EXPORT_ARGUMENTS, export_run, job, tfjob
+from openapi_formats import FORMATS
 
 DATA = Path(__file__).parent / "data" / "k8s"
 VERSIONS = ("v1.26.0", "v1.37.0")
@@ -37,24 +38,6 @@ DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
-FORMATS = jsonschema.FormatChecker()
-
-
-@FORMATS.checks("int32")
-def _int32(value):
-    return not isinstance(value, int) or -2**31 <= value < 2**31
-
-
-@FORMATS.checks("int64")
-def _int64(value):
-    return not isinstance(value, int) or -2**63 <= value < 2**63
-
-
-@FORMATS.checks("byte", raises=ValueError)
-def _byte(value):
-    return not isinstance(value, str) or base64.b64decode(value, validate=True) is not None
-
-
 VALIDATORS = {(version, kind): jsonschema.Draft202012Validator(
     json.loads((DATA / version / f"{file}.json").read_text()), format_checker=FORMATS)
     for version in VERSIONS for kind, file in KINDS.items()}

@@ -78,6 +78,7 @@ def test_help_documents_every_option(ip):
     for option in ["-n", "--name", "--wait", "--timeout", "--env", "--python", "--args", "--ps",
                    "--on-failure", "--max-restarts"]:
         assert option in doc
+    assert "this long after its tasks started (time a scheduler keeps them queued" in " ".join(doc.split())
 
 
 def test_run_end_to_end_in_a_shell(ip, in_tmp, capsys):

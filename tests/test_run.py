@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 import kwnb
+from waiting import wait_until
 
 SCRIPTS = Path(__file__).parent / "scripts"
 BEHAVE = SCRIPTS / "behave.py"
@@ -28,17 +29,6 @@ EPOCH_LINE = re.compile(r"loss: ([0-9.]+) - accuracy: ([0-9.]+)[^\r\x08\n]*\n")
 
 
 # ----- helpers ------------------------------------------------------------------------------------
-
-def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
-    """Poll `predicate` until it holds or `timeout` seconds pass; returns whether it held."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-
 
 def gone(process: psutil.Process) -> bool:
     """Ended: no such process any more, or only a zombie left for its (new) parent to reap."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,19 +22,13 @@ from kwnb.backends import LaunchError, make_launcher
 from kwnb.backends.base import BOOTSTRAP
 from kwnb.task import slurm_env
 from kwnb.engine.run import Run
+from kwnb.notebook.dashboard import badge
+from kwnb.notebook.overview import overview_html
 from kwnb.slurm import SlurmLauncher, srun_exit_codes
+from waiting import wait_until
 
 SCRIPTS = Path(__file__).parent / "scripts"
 BEHAVE = SCRIPTS / "behave.py"
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 # ----- the task side, anywhere ---------------------------------------------------------------------
@@ -244,6 +239,32 @@ def test_a_queued_job_shows_pending_with_slurms_reason_and_can_be_cancelled(slur
     finally:
         run.stop()
     assert run.status == "stopped" and run.done
+
+
+def test_timeout_counts_from_the_tasks_start_not_from_the_queue(slurm, tmp_path):
+    """--timeout 5 on a job Slurm holds for 8 s (sbatch --hold, then scontrol release): not stopped while it
+    waits; stopped 5 s after its tasks started; the wait shown in the overview as pending."""
+    run = kwnb.launch(BEHAVE, 2, args="--sleep 120", cwd=tmp_path, runs_dir=tmp_path / "runs", timeout=5,
+                      launcher=SlurmLauncher(partition=slurm.partition, sbatch_args=["--hold"]))
+    try:
+        assert wait_until(lambda: run.status == "pending", 30), run.summary()
+        time.sleep(8)  # past the timeout, all of it in the queue
+        with run._lock:
+            held = overview_html(run, run.diagnoses, badge)
+        assert run.status == "pending" and not run.timed_out and "(JobHeldUser)" in run.chief.where, run.summary()
+        assert len(re.findall(r"<td>pending (\d+) s</td>", held)) == 2, held
+        assert slurm.run("scontrol", "release", run.launcher.jobs[0].id).returncode == 0
+        assert wait_until(lambda: all("started" in run.logs(w.position) for w in run.workers), 30), run.summary()
+        run.wait(timeout=60)
+    finally:
+        run.stop()
+    assert run.timed_out and run.status == "failed" and run.exit_codes == [-signal.SIGTERM] * 2, run.summary()
+    assert re.fullmatch(r"timed out after 5 s of running, after \d+ s pending in the scheduler's queue", run.reason)
+    for task in run.workers:  # by kwnb's own record of each task's phases
+        spent = task.vitals.time_in(until=task.ended_at)
+        assert spent["pending"] >= 8 and sum(spent.values()) - spent["pending"] >= 5, spent
+    waited = re.findall(r"<td>stopped \((\d+) s pending\)</td>", overview_html(run, run.diagnoses, badge))
+    assert len(waited) == 2 and all(int(seconds) >= 8 for seconds in waited), waited
 
 
 def test_an_unknown_partition_is_rejected_with_the_partitions_there_are(slurm, tmp_path):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import slurm_cluster
+import slurm_start
 import slurm_support
 
 TASKS_SCRIPT = """#!/bin/bash
@@ -133,16 +135,16 @@ def test_a_second_cluster_runs_beside_and_stops_only_its_own_daemons(slurm):
 
 def test_a_daemon_that_fails_is_named_with_its_log_and_the_rest_is_stopped(slurm, monkeypatch):
     spawned = []
-    real_spawn = slurm_support._spawn
+    real_spawn = slurm_start._spawn
 
     def spawn(name, *args, **kwargs):
         proc = real_spawn(name, *args, **kwargs)
         spawned.append(proc)
         return proc
 
-    monkeypatch.setattr(slurm_support, "_spawn", spawn)
-    monkeypatch.setattr(slurm_support, "SLURM_CONF",
-                        slurm_support.SLURM_CONF.replace("SelectType=select/cons_tres", "SelectType=select/kwnb-none"))
+    monkeypatch.setattr(slurm_start, "_spawn", spawn)
+    monkeypatch.setattr(slurm_start, "SLURM_CONF",
+                        slurm_start.SLURM_CONF.replace("SelectType=select/cons_tres", "SelectType=select/kwnb-none"))
     with pytest.raises(slurm_support.SlurmUnavailable, match=r"slurmctld exited with code \d+") as error:
         slurm_support.start()
     assert "kwnb-none" in str(error.value)  # the log lines that say what is wrong
@@ -150,7 +152,7 @@ def test_a_daemon_that_fails_is_named_with_its_log_and_the_rest_is_stopped(slurm
 
 
 def test_missing_binaries_give_a_reason(monkeypatch, tmp_path):
-    monkeypatch.setattr(slurm_support, "SEARCH_PATH", str(tmp_path))
+    monkeypatch.setattr(slurm_cluster, "SEARCH_PATH", str(tmp_path))
     with pytest.raises(slurm_support.SlurmUnavailable, match="Slurm is not installed here .*slurmctld"):
         slurm_support.check_prerequisites()
 

@@ -12,15 +12,19 @@ import json
 import os
 import signal
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 import pytest
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
 
 import kwnb
 import slurm_netns
 import slurm_support
+from kwnb.engine.stacks import blocked_at
 from kwnb.slurm import SlurmLauncher
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -43,15 +47,6 @@ def nodes(slurm_nodes, monkeypatch):
     """The 2-node cluster, with SLURM_CONF pointing at it for kwnb's sbatch, squeue and scancel."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_nodes.conf))
     return slurm_nodes
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 def launch(tmp_path: Path, script: Path, n: int, args: str = "") -> kwnb.Run:
@@ -216,6 +211,51 @@ def test_a_task_killed_on_its_node_is_seen_at_once_while_the_job_runs(nodes, tmp
     killed = [d for d in run.diagnoses if d.kind == "killed"]
     assert [d.task for d in killed] == [1] and "worker 1 was killed by SIGKILL from outside kwnb" in killed[0].message
     assert run.status == "failed" and run.reason.startswith("worker 1 was killed by SIGKILL"), run.reason
+
+
+# The tasks' Python, except that task 1 waits (at most 60 s) for a file before it starts: until then its
+# bootstrap has not set up the stacks signal's handler, and that signal would end it.
+LATE_PYTHON = """#!/bin/sh
+if [ "$SLURM_PROCID" = 1 ]; then
+    i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+fi
+exec {python} "$@"
+"""
+
+
+def test_stacks_of_every_task_on_both_nodes_once_each_can_take_the_signal(nodes, tmp_path, capsys):
+    """%kw_stack under Slurm: scancel --signal=USR2 reaches every task of the job, so kwnb sends it only once
+    each task's bootstrap handles it; then each task, on its own host, writes its stacks to the shared run
+    folder, and the job goes on."""
+    go, python = tmp_path / "go", tmp_path / "python-late"
+    python.write_text(LATE_PYTHON.format(go=go, python=sys.executable))
+    python.chmod(0o755)
+    run = kwnb.launch(SCRIPTS / "behave.py", 2, args="--sleep 120", python=str(python), cwd=tmp_path,
+                      runs_dir=tmp_path / "runs", launcher=SlurmLauncher(nodes=2, time="5"))
+    shell = start_ipython() or get_ipython()  # start_ipython gives the shell to its first caller only
+    shell.run_line_magic("load_ext", "kwnb")
+    try:
+        assert wait_until(lambda: "started" in run.logs(0), 60), run.summary()
+        assert run.stacks() == {}  # task 1 could not take the signal yet: none was sent
+        assert run.exit_codes == [None, None] and "started" not in run.logs(1), run.summary()
+        go.touch()
+        assert wait_until(lambda: "started" in run.logs(1), 60), run.summary()
+        dumps = run.stacks()
+        assert sorted(dumps) == [0, 1], dumps
+        assert all(blocked_at(text, run.user_files) == "behave.py line 41, in <module>" for text in dumps.values()), dumps
+        capsys.readouterr()
+        shell.run_line_magic("kw_stack", run.name)
+        printed = capsys.readouterr().out
+        job = run.launcher.jobs[0].id
+        for position, placed in enumerate(records(run)):
+            assert f"===== worker {position} (job {job} on {placed['host']}, pid {placed['pid']}) =====" in printed
+        assert printed.count("behave.py\", line 41 in <module>") == 2, printed
+        assert run.exit_codes == [None, None] and nodes.job_state(job) == "RUNNING", run.summary()
+        assert [r["host"] for r in records(run)] == nodes.nodes
+    finally:
+        go.touch()
+        run.stop()
+    assert "=====" not in run.logs(0) + run.logs(1)  # the stacks went to the run folder, not into the logs
 
 
 def own_things(token: str) -> dict[str, list[str]]:

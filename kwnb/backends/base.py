@@ -68,6 +68,10 @@ class TaskProcess(ABC):
         """Signal the task's own process only, not its children (e.g. to ask it for its stacks)."""
         self.signal(signum)
 
+    def signal_scope(self) -> object:
+        """What one signal_task reaches: this task alone, or (a batch scheduler's job) all its tasks at once."""
+        return self
+
     def tf_config(self) -> dict | None:
         """The TF_CONFIG the task made itself, where only it knows its address (a batch scheduler)."""
         return None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import OptionError
 from ..task.runfolder import (PER_TASK_ENV, SLURM_HEARTBEAT_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV,
-                              RunFolder)
+                              STACKS_SIGNAL_NAME, RunFolder)
 from ..task.slurm_env import expand_ranges
 from .base import BOOTSTRAP, Launcher, LaunchError, TaskLaunch, TaskProcess
 from .catalog import SLURM_ARGUMENTS
@@ -112,7 +112,7 @@ class SlurmLauncher(Launcher):
             raise LaunchError("sbatch did not answer within 60 s: is the Slurm controller up?") from None
         if result.returncode != 0:
             raise LaunchError(self._rejection(result.stderr))
-        job = SlurmJob(result.stdout.strip().split(";")[0], run_dir, heartbeat)
+        job = SlurmJob(result.stdout.strip().split(";")[0], run_dir, heartbeat, len(launches))
         self.jobs.append(job)
         return [SlurmTask(job, position) for position in range(len(launches))]
 
@@ -144,8 +144,8 @@ class SlurmLauncher(Launcher):
 class SlurmJob:
     """What squeue says about one job, asked at most once a second whichever task polls."""
 
-    def __init__(self, job_id: str, run_dir: Path, heartbeat: Path):
-        self.id, self.run_dir, self.heartbeat = job_id, run_dir, heartbeat
+    def __init__(self, job_id: str, run_dir: Path, heartbeat: Path, size: int = 0):
+        self.id, self.run_dir, self.heartbeat, self.size = job_id, run_dir, heartbeat, size
         self.state, self.reason, self.nodes = "PENDING", "", ""
         self.finished_at: float | None = None  # when squeue first showed the job over
         self.last_signal: int | None = None
@@ -193,10 +193,14 @@ class SlurmJob:
             for position, code in srun_exit_codes(self.output).items():
                 self.reported.setdefault(position, (code, now))
 
-    def signal(self, signum: int) -> None:
-        """Signal every task; SIGKILL cancels the job (a queued job is cancelled by any signal)."""
-        if self.finished_at is not None or time.monotonic() - self._signalled.get(signum, float("-inf")) < 1.0:
-            return  # every task of the job asks; one scancel is enough
+    def signal(self, signum: int, every_time: bool = False) -> None:
+        """Signal every task; SIGKILL cancels the job (a queued job is cancelled by any signal).
+
+        Every task of the job asks (a stop ends each), so one scancel a second is enough, unless `every_time`
+        (the caller asks once per job, and each request needs its own signal: stacks)."""
+        if self.finished_at is not None or (
+                not every_time and time.monotonic() - self._signalled.get(signum, float("-inf")) < 1.0):
+            return
         self._signalled[signum] = time.monotonic()
         self.last_signal = signum
         if signum == signal.SIGKILL or self.state == "PENDING":
@@ -205,6 +209,12 @@ class SlurmJob:
             command = ["scancel", f"--signal={signal.Signals(signum).name[3:]}", self.id]
         subprocess.run(command, capture_output=True, timeout=30)
         self._asked_at = float("-inf")  # look again at once
+
+    def ready_for_stacks(self) -> bool:
+        """Every task's bootstrap has set up its stacks handler (its stacks file exists): before that, the
+        stacks signal, which scancel sends to all the job's tasks at once, would end a task."""
+        folder = RunFolder(self.run_dir)
+        return all(folder.stacks(position).exists() for position in range(self.size))
 
     def notes(self) -> list[str]:
         if self.state in ("COMPLETED", "GONE", "PENDING", "RUNNING") or self.last_signal is not None:
@@ -250,6 +260,16 @@ class SlurmTask(TaskProcess):
 
     def signal(self, signum: int) -> None:
         self.job.signal(signum)
+
+    def signal_scope(self) -> "SlurmJob":
+        return self.job  # scancel reaches every task of the job
+
+    def signal_task(self, signum: int) -> None:
+        """The stacks signal, once each task of the job can take it (kwnb asks once per job: signal_scope)."""
+        if signum != getattr(signal, STACKS_SIGNAL_NAME):
+            self.job.signal(signum)
+        elif self.job.ready_for_stacks():
+            self.job.signal(signum, every_time=True)
 
     def stop(self, grace: float = 3.0) -> None:
         if self.poll() is None:

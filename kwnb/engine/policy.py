@@ -55,6 +55,7 @@ class View:
     failure_grace: float
     restarts: int  # cluster restarts the policy made so far (the user's own restarts do not count)
     port_retries: int
+    queued: float  # seconds the tasks waited in a scheduler's queue (engine/vitals.py): not counted by --timeout
     failed_at: float | None  # when a failure was first seen since the last (re)launch
     origin: str | None  # the diagnosis that says where the failure started, if any
     tasks: tuple[TaskView, ...]
@@ -71,8 +72,9 @@ class Decision:
 
 
 def decide(view: View) -> Decision:
-    if view.timeout and not view.stopping and view.now - view.started_at > view.timeout:
-        return Decision(STOP, reason=f"timed out after {view.timeout:g} s", timed_out=True)
+    expired = _timed_out(view)
+    if expired:
+        return Decision(STOP, reason=expired, timed_out=True)
     failed = [task for task in view.tasks if task.status == Status.FAILED]
     if not failed or view.stopping:
         return Decision(KEEP, failed_at=view.failed_at)
@@ -88,6 +90,17 @@ def decide(view: View) -> Decision:
     if view.now - failed_at >= view.failure_grace:
         return Decision(STOP, reason=f"{failure(view, failed)}; stopped the others after {view.failure_grace:g} s")
     return Decision(KEEP, failed_at=failed_at)
+
+
+def _timed_out(view: View) -> str:
+    """Why the run is out of time, or "": --timeout counts from the tasks' start, not the time a scheduler
+    kept them queued (a job can wait hours for nodes; its time limit is Slurm's --time)."""
+    if not view.timeout or view.stopping:
+        return ""
+    if view.now - view.started_at - view.queued <= view.timeout:
+        return ""
+    waited = f" of running, after {view.queued:.0f} s pending in the scheduler's queue" if view.queued >= 1 else ""
+    return f"timed out after {view.timeout:g} s{waited}"
 
 
 def failure(view: View, failed: list[TaskView]) -> str:

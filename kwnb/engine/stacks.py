@@ -32,9 +32,16 @@ def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
     for task in tasks:
         path = task.stacks_path
         if task.alive and path.exists():
-            start = path.stat().st_size  # before the signal: the dump is what grows after it
-            if task.signal_own_process(getattr(signal, STACKS_SIGNAL_NAME)):
-                offsets[task.position] = (task, path, start)
+            offsets[task.position] = (task, path, path.stat().st_size)  # before the signal: the dump is what grows after it
+    signalled = set()  # one signal per scope, after every offset is read: under Slurm one reaches the whole job
+    for position, (task, _, _) in list(offsets.items()):
+        scope = task.signal_scope()
+        if scope in signalled:
+            continue
+        if task.signal_own_process(getattr(signal, STACKS_SIGNAL_NAME)):
+            signalled.add(scope)
+        else:
+            del offsets[position]  # it ended meanwhile
     dumps = _collect(offsets)
     if native and py_spy():
         for position, (task, _, _) in offsets.items():

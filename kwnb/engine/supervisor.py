@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import KwnbError
-from . import diagnose, policy
+from . import diagnose, policy, vitals
 from .log import LOG_NAME
 from .status import Status
 
@@ -72,10 +72,12 @@ class Supervisor:
             origin = diagnose.origin(self)
             tasks = tuple(policy.TaskView(str(t.id), t.status, t.alive, t.returncode, t.address, t.bind_failed,
                                           t.signals.tf_config_set is not None) for t in self.workers)
+            now = time.time()
             return policy.View(
-                now=time.time(), started_at=self.started_at, timeout=self.timeout, stopping=self._stopping,
+                now=now, started_at=self.started_at, timeout=self.timeout, stopping=self._stopping,
                 on_failure=self.on_failure, max_restarts=self.max_restarts, failure_grace=self.failure_grace,
                 restarts=self.restarts, port_retries=self.port_retries, failed_at=self._failed_at,
+                queued=vitals.queued_seconds(self.workers, now),
                 origin=origin.message if origin else None, tasks=tasks)
 
     def _carry_out(self, decision: policy.Decision) -> None:

@@ -160,6 +160,10 @@ class Task:
         once the bootstrap is ready for the signal."""
         return self._folder.stacks(self.position)
 
+    def signal_scope(self) -> object:
+        """What one signal to this task reaches: itself, or (a Slurm job) every task of its job."""
+        return self._process.signal_scope() if self._process is not None else self
+
     def signal_own_process(self, signum: int) -> bool:
         """Signal the task's own process, not its children, if it runs; whether it was sent."""
         if not self.alive:

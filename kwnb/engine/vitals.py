@@ -106,3 +106,12 @@ class Vitals:
                 continue
             spent[phase] = spent.get(phase, 0.0) + max(0.0, end - start)
         return spent
+
+
+def queued_seconds(tasks: list["Task"], now: float | None = None) -> float:
+    """How long the run's tasks waited in a scheduler's queue (phase "pending"), every attempt together.
+
+    A Slurm job's tasks leave the queue together, so the longest any task waited is the run's; local
+    tasks never wait there (0). `--timeout` does not count this time.
+    """
+    return max((task.vitals.time_in(until=now).get("pending", 0.0) for task in tasks), default=0.0)

@@ -248,7 +248,7 @@ class KwnbMagics(Magics):
         if not dumps:
             print(f"kwnb: no task of {run.name!r} can show its stacks now (it has ended, or has not started yet)")
         for at, text in dumps.items():
-            print(f"===== {run.workers[at].id} (pid {run.workers[at].pid}) =====\n{text.rstrip()}")
+            print(f"===== {run.workers[at].id} ({run.workers[at].where}) =====\n{text.rstrip()}")  # a pid, or job and node
 
     @line_magic
     @magic_arguments()

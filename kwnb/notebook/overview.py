@@ -11,7 +11,7 @@ import html
 
 from ..engine.summary import megabytes, rate_text
 
-PHASE_WORDS = {"pending": "queued", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
+PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
 COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
 
@@ -34,6 +34,16 @@ def overview_html(run, diagnoses, badge) -> str:
 
 
 
+def phase_text(task) -> str:
+    """The phase in words, with the time a scheduler kept the task queued: "pending 12 s" while it waits,
+    "training (12 s pending)" after (--timeout does not count that time)."""
+    words = PHASE_WORDS.get(task.phase, task.phase)
+    pending = task.vitals.time_in(until=task.ended_at).get("pending", 0.0)
+    if task.phase == "pending":
+        return f"{words} {pending:.0f} s"
+    return f"{words} ({pending:.0f} s pending)" if pending >= 1 else words
+
+
 def _row(task, flagged: bool, badge) -> str:
     vitals = task.vitals
     label = f"{task.id}" + (" (chief)" if task.is_chief else "")
@@ -42,7 +52,7 @@ def _row(task, flagged: bool, badge) -> str:
     memory = megabytes(vitals.rss) if vitals.rss and task.alive else (
         f"peak {megabytes(task.signals.peak_rss)}" if task.signals.peak_rss else "-")
     cells = [("&#9888; " if flagged else "") + html.escape(label), badge(task.status),
-             html.escape(PHASE_WORDS.get(task.phase, task.phase)), html.escape(progress or "-"),
+             html.escape(phase_text(task)), html.escape(progress or "-"),
              html.escape(rate_text(vitals.rate) if task.alive else "-"), cpu, html.escape(memory),
              str(task.restarts)]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"

@@ -5,6 +5,7 @@ JupyterLab 4 and Notebook 7 build their pages from the same JupyterLab parts (.j
 says what differs (server, notebook URL, idle signal, screenshot names). While the workers
 train, the page is read about three times a second, so the checks see the dashboard live:
 worker 1 starts late, so the overview shows the chief waiting for it, then both training.
+What is read is ui_support/page_probes.py's; the checks are ui_support/dashboard_checks.py's.
 """
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ from typing import Callable
 import nbformat
 import pytest
 
+# The checks and the page probes live in modules of their own; their names stay importable from here.
+from .dashboard_checks import (COLUMNS, check_late_worker_shown_waiting, check_overview_rows,  # noqa: F401
+                               check_runtime_lines_folded, check_timeline_drawn, during_run, phases, running,
+                               toggle_text)
 from .lab import CHROMIUM, CHROMIUM_ARGS, DARK
+from .page_probes import CONTRAST_JS, OVERVIEW_OVERFLOW_JS, SNAPSHOT_JS, TOO_WIDE_JS  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "build" / "ui-screenshots"
@@ -56,112 +62,6 @@ CELLS = [
     "kwnb.get_run('main')  # the same live dashboard, e.g. after reopening the notebook",
 ]
 
-# Everything the checks need, read from the page in one go. The dashboard's direct children, in order:
-# title and Stop, the diagnoses banner, the overview, the tabs, the curves' note, the curves, the timeline.
-SNAPSHOT_JS = """() => {
-  const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
-  if (!d) return null;
-  const [img, timeline] = d.querySelectorAll(':scope > img');
-  const shown = e => !!e && e.getClientRects().length > 0 && e.offsetWidth > 0;
-  const table = d.querySelector('table.kwnb-overview');
-  const banner = d.querySelector(':scope > .widget-html > .widget-html-content > div');
-  const folds = [...d.querySelectorAll('.widget-toggle-button')];
-  return {
-    labels: [...d.querySelectorAll('.lm-TabBar-tab .lm-TabBar-tabLabel')].map(e => e.textContent),
-    bars: [...d.querySelectorAll('.widget-hprogress .progress-bar')].map(e => parseFloat(e.style.width) || 0),
-    logs: [...d.querySelectorAll('.widget-html-content pre')].map(e => e.textContent),
-    headers: [...d.querySelectorAll('.widget-html-content')].map(e => e.textContent).filter(t => t.includes('pid')),
-    title: d.querySelector('.widget-html-content').textContent,
-    img: img ? {src: img.src, rendered: img.complete && img.naturalWidth > 0, width: img.naturalWidth} : null,
-    stop_disabled: d.querySelector('button').disabled,
-    banner: banner ? banner.textContent : '',
-    overview: table ? {
-      columns: [...table.querySelectorAll('th')].map(e => e.textContent),
-      rows: [...table.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim())),
-      rows_shown: [...table.querySelectorAll('tbody tr')].map(shown),  // drawn, not in a hidden tab
-    } : null,
-    folds: folds.map(e => ({text: e.textContent.trim(), shown: shown(e)})),
-    // the log under the visible tab's toggle (the tab a person looks at)
-    visible_log: (() => { const pre = [...d.querySelectorAll('.widget-html-content pre')].find(shown);
-                          return pre ? pre.textContent : null; })(),
-    timeline: timeline ? {src: timeline.src, rendered: timeline.complete && timeline.naturalWidth > 0,
-                          width: timeline.naturalWidth, shown: shown(timeline), box_width: timeline.clientWidth,
-                          below_curves: !shown(img) || timeline.getBoundingClientRect().top
-                                                       >= img.getBoundingClientRect().bottom - 1} : null,
-    // Layout probes, for what a person sees rather than what the DOM holds:
-    clipped_labels: [...d.querySelectorAll('.lm-TabBar-tab .lm-TabBar-tabLabel')]
-      .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent),
-    log_at_bottom: (() => {  // is the newest line of the visible (chief's) log in view?
-      const pre = [...d.querySelectorAll('.widget-html-content pre')].find(e => e.offsetParent);
-      // Geometry, not scrollTop: the pre's last line must sit inside its scrolling box's visible area.
-      for (let e = pre && pre.parentElement; e && e !== d; e = e.parentElement)
-        if (e.scrollHeight > e.clientHeight + 2)
-          return pre.getBoundingClientRect().bottom <= e.getBoundingClientRect().bottom + 2;
-      return true; })(),
-    img_box: img ? {shown: img.offsetWidth > 0 && img.offsetHeight > 0, width: img.clientWidth} : null,
-    answers: [...document.querySelectorAll('.jp-Cell')].slice(2, 3)
-      .map(c => c.querySelector('.jp-OutputArea').textContent.trim()),
-  };
-}"""
-
-# How far the overview reaches past the dashboard's right edge, unless a box of its own scrolls it
-# sideways (then the box's edge counts): a table cut off or widening the page is what a person minds.
-OVERVIEW_OVERFLOW_JS = """() => {
-  const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
-  const table = d.querySelector('table.kwnb-overview');
-  let edge = table;
-  for (let e = table; e && e !== d; e = e.parentElement)
-    if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) { edge = e; break; }
-  return Math.round(edge.getBoundingClientRect().right - d.getBoundingClientRect().right);
-}"""
-
-# The elements reaching past the dashboard's right edge, unclipped by a scrolling box between them
-# and the dashboard: what an overflow comes from.
-TOO_WIDE_JS = """() => {
-  const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
-  const right = d.getBoundingClientRect().right;
-  const clipped = e => { for (e = e.parentElement; e && e !== d; e = e.parentElement)
-                           if (getComputedStyle(e).overflowX !== 'visible') return true; return false; };
-  return [...d.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > right + 0.5 && !clipped(e))
-    .slice(0, 6).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} `
-      + (e.parentElement === d ? `(the dashboard's child ${[...d.children].indexOf(e) + 1} of ${d.children.length}) ` : '')
-      + `+${(e.getBoundingClientRect().right - right).toFixed(1)} px`);
-}"""
-
-# WCAG contrast of the dashboard's texts against what is really behind them: translucent layers
-# (the banner's 10 % red) composited over the first opaque ancestor.
-CONTRAST_JS = """() => {
-  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => { const f = c => (c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
-                               return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const background = e => {
-    const layers = [];
-    for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
-      if (c.length === 3 || c[3] === 1) { layers.push(c.slice(0, 3)); break; } if (c[3] > 0) layers.push(c); }
-    if (layers.length === 0 || layers[layers.length - 1].length === 4) layers.push([255, 255, 255]);
-    let [r, g, b] = layers.pop();
-    for (const [lr, lg, lb, a] of layers.reverse()) [r, g, b] = [lr * a + r * (1 - a), lg * a + g * (1 - a), lb * a + b * (1 - a)];
-    return [r, g, b]; };
-  const ratio = e => { const a = lum(rgb(getComputedStyle(e).color)), b = lum(background(e));
-                       return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05); };
-  const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
-  const out = {};
-  const pick = {title: '.widget-html-content b', badge: '.widget-html-content span',
-                tab: '.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel',
-                other_tab: '.lm-TabBar-tab:not(.lm-mod-current) .lm-TabBar-tabLabel',
-                log: '.widget-html-content pre', label: '.widget-label', note: '.widget-html-content div',
-                stop: 'button', fold: '.widget-toggle-button',
-                overview_head: 'table.kwnb-overview th', overview_cell: 'table.kwnb-overview td',
-                overview_badge: 'table.kwnb-overview td span',
-                banner: ':scope > .widget-html > .widget-html-content > div'};
-  for (const [name, selector] of Object.entries(pick)) {
-    const e = d.querySelector(selector);
-    if (e && !e.disabled) out[name] = ratio(e);  // a disabled control is exempt from contrast rules
-  }
-  return out;
-}"""
-
-
 @dataclass(frozen=True)
 class Frontend:
     """What differs between the Jupyter pages the scenario runs in."""
@@ -190,14 +90,6 @@ def shot(target, name: str, docs: str | None = None) -> Path:
         DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_IMAGES / docs)
     return path
-
-
-def running(snapshot) -> bool:
-    return bool(snapshot and snapshot["labels"]) and all(l.endswith(": running") for l in snapshot["labels"])
-
-
-def during_run(ui):
-    return [s for s in ui["snapshots"] if running(s)]
 
 
 def write_notebook(path: Path) -> None:
@@ -355,68 +247,3 @@ def dark_theme_reopened(lab, page, frontend: Frontend, record: dict) -> None:
     record["screenshots"]["dark"] = shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-dark.png",
                                          docs="dashboard-dark.png" if frontend.docs else None)
     record["screenshots"]["dark_page"] = shot(page, f"{frontend.page_name}-dark.png")
-
-
-# Checks of the overview, the quiet logs and the timeline, shared by the JupyterLab and Notebook 7 tests.
-COLUMNS = ["task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts"]
-
-
-def phases(snapshot) -> list[str]:
-    """Each overview row's phase, in the words the page shows ("waiting for peers")."""
-    overview = snapshot and snapshot["overview"]
-    return [row[COLUMNS.index("phase")] for row in overview["rows"]] if overview else []
-
-
-def check_late_worker_shown_waiting(ui) -> None:
-    """The chief waits in words while worker 1 starts; the banner names worker 1; then both train."""
-    shown = [(s["t"], phases(s)) for s in ui["snapshots"]]
-    waiting = [t for t, p in shown if p == ["waiting for peers", "starting"]]
-    assert waiting, f"never the chief waiting while worker 1 starts: {sorted({tuple(p) for _, p in shown})}"
-    assert any(p == ["training", "training"] and t > waiting[-1] for t, p in shown), "no training after the wait"
-    banners = [s for s in ui["snapshots"] if s["banner"]]
-    assert banners, "no diagnosis while the chief waited 14 s for worker 1"
-    for s in banners:
-        assert "waiting for peers" in s["banner"] and "for worker 1 to join" in s["banner"], s["banner"]
-    # the banner and the table are two widgets, updated one after the other: some sample has both
-    assert any(s["overview"]["rows"][1][0] == "\u26a0 worker 1" for s in banners), "no \u26a0 on worker 1's row"
-    assert not ui["final"]["banner"], f"a diagnosis left after a clean run: {ui['final']['banner']}"
-
-
-def check_overview_rows(ui) -> None:
-    """Every task's row at once, with a recent rate and memory while training; at the end, peaks."""
-    live = [s["overview"] for s in ui["snapshots"] if phases(s) == ["training", "training"]]
-    assert live and all(o["columns"] == COLUMNS and all(o["rows_shown"]) for o in live)
-    full = [o for o in live if all(re.fullmatch(r"\d+\.\d steps/s", r[4]) and float(r[4].split()[0]) > 0
-                                   and re.fullmatch(r"\d+ MB", r[6]) and r[5].endswith(" %") for r in o["rows"])]
-    assert full, f"no moment with both rows' rate, CPU and memory: {live[-1]['rows']}"
-    assert [r[0] for r in full[0]["rows"]] == ["worker 0 (chief)", "worker 1"]
-    for state in (ui["final"], ui["dark"]):
-        rows = state["overview"]["rows"]
-        assert [r[1] for r in rows] == ["FINISHED"] * 2 and phases(state) == ["finished"] * 2, rows
-        assert all(re.fullmatch(r"peak \d+ MB", r[6]) and r[7] == "0" for r in rows), rows
-
-
-def toggle_text(snapshot) -> str:
-    """What the visible tab's fold toggle says, e.g. "21 TensorFlow runtime messages hidden - show"."""
-    return next((f["text"] for f in snapshot["folds"] if f["shown"]), "")
-
-
-def check_runtime_lines_folded(ui) -> None:
-    """TensorFlow's runtime lines are out of the log while the toggle says so, in until it is clicked back."""
-    folded = [s for s in ui["snapshots"] if s["visible_log"] and toggle_text(s).endswith("hidden - show")]
-    assert folded and toggle_text(ui["folded"]).endswith("hidden - show"), ui["folded"]["folds"]
-    assert int(toggle_text(ui["folded"]).split()[0]) >= 3, "fewer than 3 runtime lines counted"
-    for s in folded:
-        assert "I0000" not in s["visible_log"], f"a runtime line shows while folded, at {s['t']:.1f} s"
-    assert "I0000" in ui["unfolded"]["visible_log"] and toggle_text(ui["unfolded"]).endswith("shown - hide")
-    assert "I0000" not in ui["refolded"]["visible_log"] and toggle_text(ui["refolded"]).endswith("hidden - show")
-
-
-def check_timeline_drawn(ui) -> None:
-    """The timeline under the curves, redrawn while the run goes, drawn again in the reopened page."""
-    live = {s["timeline"]["src"] for s in during_run(ui) if s["timeline"] and s["timeline"]["rendered"]}
-    assert len(live) >= 2, "the timeline did not change while the run went on"
-    for state in (ui["final"], ui["dark"], ui["narrow_snapshot"]):
-        timeline = state["timeline"]
-        assert timeline["rendered"] and timeline["shown"] and timeline["width"] > 300 and timeline["below_curves"]
-        assert timeline["box_width"] <= timeline["width"] * 1.05, "the timeline is upscaled (blurred)"

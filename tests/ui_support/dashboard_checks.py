@@ -1,0 +1,78 @@
+"""Checks of a recorded dashboard session (ui_support/dashboard_page.py's record_session): the overview,
+the late worker's wait, the quiet logs and the timeline, shared by the JupyterLab and Notebook 7 tests.
+"""
+from __future__ import annotations
+
+import re
+
+
+def running(snapshot) -> bool:
+    return bool(snapshot and snapshot["labels"]) and all(l.endswith(": running") for l in snapshot["labels"])
+
+
+def during_run(ui):
+    return [s for s in ui["snapshots"] if running(s)]
+
+
+COLUMNS = ["task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts"]
+
+
+def phases(snapshot) -> list[str]:
+    """Each overview row's phase, in the words the page shows ("waiting for peers")."""
+    overview = snapshot and snapshot["overview"]
+    return [row[COLUMNS.index("phase")] for row in overview["rows"]] if overview else []
+
+
+def check_late_worker_shown_waiting(ui) -> None:
+    """The chief waits in words while worker 1 starts; the banner names worker 1; then both train."""
+    shown = [(s["t"], phases(s)) for s in ui["snapshots"]]
+    waiting = [t for t, p in shown if p == ["waiting for peers", "starting"]]
+    assert waiting, f"never the chief waiting while worker 1 starts: {sorted({tuple(p) for _, p in shown})}"
+    assert any(p == ["training", "training"] and t > waiting[-1] for t, p in shown), "no training after the wait"
+    banners = [s for s in ui["snapshots"] if s["banner"]]
+    assert banners, "no diagnosis while the chief waited 14 s for worker 1"
+    for s in banners:
+        assert "waiting for peers" in s["banner"] and "for worker 1 to join" in s["banner"], s["banner"]
+    # the banner and the table are two widgets, updated one after the other: some sample has both
+    assert any(s["overview"]["rows"][1][0] == "\u26a0 worker 1" for s in banners), "no \u26a0 on worker 1's row"
+    assert not ui["final"]["banner"], f"a diagnosis left after a clean run: {ui['final']['banner']}"
+
+
+def check_overview_rows(ui) -> None:
+    """Every task's row at once, with a recent rate and memory while training; at the end, peaks."""
+    live = [s["overview"] for s in ui["snapshots"] if phases(s) == ["training", "training"]]
+    assert live and all(o["columns"] == COLUMNS and all(o["rows_shown"]) for o in live)
+    full = [o for o in live if all(re.fullmatch(r"\d+\.\d steps/s", r[4]) and float(r[4].split()[0]) > 0
+                                   and re.fullmatch(r"\d+ MB", r[6]) and r[5].endswith(" %") for r in o["rows"])]
+    assert full, f"no moment with both rows' rate, CPU and memory: {live[-1]['rows']}"
+    assert [r[0] for r in full[0]["rows"]] == ["worker 0 (chief)", "worker 1"]
+    for state in (ui["final"], ui["dark"]):
+        rows = state["overview"]["rows"]
+        assert [r[1] for r in rows] == ["FINISHED"] * 2 and phases(state) == ["finished"] * 2, rows
+        assert all(re.fullmatch(r"peak \d+ MB", r[6]) and r[7] == "0" for r in rows), rows
+
+
+def toggle_text(snapshot) -> str:
+    """What the visible tab's fold toggle says, e.g. "21 TensorFlow runtime messages hidden - show"."""
+    return next((f["text"] for f in snapshot["folds"] if f["shown"]), "")
+
+
+def check_runtime_lines_folded(ui) -> None:
+    """TensorFlow's runtime lines are out of the log while the toggle says so, in until it is clicked back."""
+    folded = [s for s in ui["snapshots"] if s["visible_log"] and toggle_text(s).endswith("hidden - show")]
+    assert folded and toggle_text(ui["folded"]).endswith("hidden - show"), ui["folded"]["folds"]
+    assert int(toggle_text(ui["folded"]).split()[0]) >= 3, "fewer than 3 runtime lines counted"
+    for s in folded:
+        assert "I0000" not in s["visible_log"], f"a runtime line shows while folded, at {s['t']:.1f} s"
+    assert "I0000" in ui["unfolded"]["visible_log"] and toggle_text(ui["unfolded"]).endswith("shown - hide")
+    assert "I0000" not in ui["refolded"]["visible_log"] and toggle_text(ui["refolded"]).endswith("hidden - show")
+
+
+def check_timeline_drawn(ui) -> None:
+    """The timeline under the curves, redrawn while the run goes, drawn again in the reopened page."""
+    live = {s["timeline"]["src"] for s in during_run(ui) if s["timeline"] and s["timeline"]["rendered"]}
+    assert len(live) >= 2, "the timeline did not change while the run went on"
+    for state in (ui["final"], ui["dark"], ui["narrow_snapshot"]):
+        timeline = state["timeline"]
+        assert timeline["rendered"] and timeline["shown"] and timeline["width"] > 300 and timeline["below_curves"]
+        assert timeline["box_width"] <= timeline["width"] * 1.05, "the timeline is upscaled (blurred)"

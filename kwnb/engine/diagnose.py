@@ -73,7 +73,8 @@ def findings(run: "Run", now: float) -> list[Diagnosis]:
     """What holds now. Called by the supervisor, the only writer of task state, so it needs no lock;
     it may take a few seconds when it asks stalled tasks for their stacks."""
     tasks = run.workers
-    found = [*waiting_for_peers(tasks, now), *peer_lost(tasks, now)]
+    members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
+    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now)]
     for task in tasks:
         found += [d for d in (killed(task), error(task, run.script.name), keras3(task), tf_config_overridden(task),
                               port_taken(task)) if d]

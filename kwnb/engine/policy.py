@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import OptionError
-from . import diagnose
+from . import diagnose, roles
 
 if TYPE_CHECKING:
     from .run import Run
@@ -34,7 +34,8 @@ def apply(run: "Run") -> None:
             run.reason, run.timed_out = f"timed out after {run.timeout:g} s", True
         run._stop_all()
         return
-    failed = [task for task in run.workers if task.status == "failed"]
+    # A sidecar evaluator that fails is not a failure of training (engine/roles.py).
+    failed = [task for task in roles.training(run.workers) if task.status == "failed"]
     if not failed or run._stopping:
         return
     if _relaunch_on_new_ports(run, failed) or _restart(run, failed):

@@ -36,7 +36,7 @@ def overview_html(run, diagnoses, badge) -> str:
 
 def _row(task, flagged: bool, badge) -> str:
     vitals = task.vitals
-    label = f"{task.id}" + (" (chief)" if task.is_chief else "")
+    label = task.label
     _, progress = task.metrics.progress()
     cpu = "-" if vitals.cpu_percent is None or not task.alive else f"{vitals.cpu_percent:.0f} %"
     memory = megabytes(vitals.rss) if vitals.rss and task.alive else (

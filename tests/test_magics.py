@@ -125,7 +125,9 @@ def test_tf_config_magic(ip, capsys):
     ip.run_line_magic("kw_tf_config", "-n 3 --ps 1")
     configs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(3)] + [{"type": "ps", "index": 0}]
-    assert len({a for c in configs[:1] for addrs in c["cluster"].values() for a in addrs}) == 4
+    # 3 workers, 1 ps and the coordinator's chief entry (the notebook coordinates ParameterServerStrategy)
+    assert len({a for c in configs[:1] for addrs in c["cluster"].values() for a in addrs}) == 5
+    assert sorted(configs[0]["cluster"]) == ["chief", "ps", "worker"]
     assert all(c["cluster"] == configs[0]["cluster"] for c in configs)
     with pytest.raises(UsageError, match="--index must be between 0 and 1"):
         ip.run_line_magic("kw_tf_config", "-n 2 --index 2")

@@ -75,7 +75,7 @@ def test_syntax_error_names_the_line_and_leaves_the_old_file(ip, in_tmp):
 
 def test_help_documents_every_option(ip):
     doc = ip.find_cell_magic("kw_worker").__doc__
-    for option in ["-n", "--name", "--wait", "--timeout", "--env", "--python", "--args", "--ps",
+    for option in ["-n", "--name", "--wait", "--timeout", "--env", "--python", "--args", "--ps", "--chief", "--evaluator",
                    "--on-failure", "--max-restarts"]:
         assert option in doc
 

@@ -228,3 +228,12 @@ def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
     assert [line[0] for line in panels["loss"]] == ["roles", "evaluator 0 (checkpoints)"]
     assert run.curves_path is not None and run.diagnoses == []
     assert "evaluator 0: stopped" in run.summary() and "evaluations, last: loss" in run.summary()
+    from kwnb.notebook.dashboard import Dashboard, badge
+    from kwnb.notebook.overview import overview_html
+
+    board = Dashboard(run, print_summary=False)
+    board._thread.join(10)
+    assert list(board.tabs.titles) == ["chief 0: finished", "worker 0: finished", "evaluator 0: stopped"]
+    rows = overview_html(run, [], badge).split("<tr>")[2:]
+    assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["chief 0", "worker 0", "evaluator 0"]
+    assert board.curves.value  # drawn, the evaluator's line among the chief's

@@ -92,7 +92,9 @@ def _stall(run: "Run", now: float, waiting: bool) -> Diagnosis | None:
 
 def origin(run: "Run") -> Diagnosis | None:
     """The task where a failure started (the one that raised or was killed), for the run's reason."""
-    causes = [d for d in run.diagnoses if d.kind in ORIGINS and d.task is not None]
+    # Not a sidecar evaluator's: its failure is not training's (engine/roles.py).
+    causes = [d for d in run.diagnoses if d.kind in ORIGINS and d.task is not None
+              and run.workers[d.task].task_type != "evaluator"]
     return min(causes, key=lambda d: d.since) if causes else None
 
 

@@ -34,6 +34,12 @@ def overview_html(run, diagnoses, badge) -> str:
 
 
 
+def phase_words(task) -> str:
+    if task.task_type == "evaluator" and task.phase == "training":
+        return "evaluating"  # a sidecar evaluator reads checkpoints; it trains nothing
+    return PHASE_WORDS.get(task.phase, task.phase)
+
+
 def _row(task, flagged: bool, badge) -> str:
     vitals = task.vitals
     label = task.label
@@ -42,7 +48,7 @@ def _row(task, flagged: bool, badge) -> str:
     memory = megabytes(vitals.rss) if vitals.rss and task.alive else (
         f"peak {megabytes(task.signals.peak_rss)}" if task.signals.peak_rss else "-")
     cells = [("&#9888; " if flagged else "") + html.escape(label), badge(task.status),
-             html.escape(PHASE_WORDS.get(task.phase, task.phase)), html.escape(progress or "-"),
+             html.escape(phase_words(task)), html.escape(progress or "-"),
              html.escape(rate_text(vitals.rate) if task.alive else "-"), cpu, html.escape(memory),
              str(task.restarts)]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"

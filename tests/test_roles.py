@@ -70,6 +70,29 @@ def test_the_options_reach_launch_from_the_magic_and_the_terminal(tmp_path):
     assert cli.main(["tf-config", "-n", "1", "--chief", "--evaluator", "--index", "2"]) == 0
 
 
+def test_a_cell_and_a_terminal_start_every_role(tmp_path, monkeypatch, capsys):
+    """`%%kw_worker ... --chief --evaluator` and `kwnb run ... --chief --evaluator`, on plain-Python tasks;
+    an evaluator that ends by itself (as with max_evaluations) ends the run without waiting out its grace."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")
+    shell.run_cell_magic("kw_worker", "cell.py -n 2 --chief --evaluator --network host --wait "
+                                      "--args 'evaluator=0.5'", ROLES_SCRIPT)
+    out = capsys.readouterr().out
+    run = kwnb.get_run("cell")
+    assert [t.name for t in run.workers] == ["chief:0", "worker:0", "worker:1", "evaluator:0"]
+    assert run.exit_codes == [0, 0, 0, 0] and run.status == "finished" and run.elapsed < 25
+    assert "kwnb run 'cell': finished" in out and "evaluator 0: finished exit 0" in out
+    assert cli.main(["run", "cell.py", "-n", "1", "--chief", "--evaluator", "--network", "host", "-q",
+                     "--name", "terminal", "--args", "evaluator=0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "[chief 0]" not in out and "chief 0: finished" in out and "evaluator 0: finished" in out
+
+
 # ----- rules, on plain-Python tasks ------------------------------------------------------------------
 
 def launch_roles(tmp_path, *args, **options):

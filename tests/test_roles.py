@@ -201,6 +201,10 @@ def test_an_evaluators_rows_are_its_checkpoints_epochs(chunk):
     counted = EvaluationParser()  # no checkpoint lines (a script that set the logger's level): in order
     counted.feed("".join(line + "\n" for line in EVALUATOR_LOG.splitlines() if "INFO" not in line))
     assert [row["epoch"] for row in counted.history()] == [0, 1]
+    bars = EvaluationParser()  # a script's own evaluate(verbose=1): only the finished bar counts
+    bars.feed("1/4 [======>.......] - ETA: 0s - loss: 0.9000 - accuracy: 0.2\r"
+              "4/4 [==============] - 0s 8ms/step - loss: 0.6822 - accuracy: 0.5547\n")
+    assert bars.history() == [{"epoch": 0, "loss": 0.6822, "accuracy": 0.5547}]
 
 
 def test_only_an_evaluator_shows_sidecar_evaluator_lines():

@@ -15,9 +15,10 @@ import re
 
 from .metrics import MetricsParser, parse_metrics
 
-_CHECKPOINT = re.compile(r"Evaluation starts: .*?checkpoint file (?P<path>\S*?)-(?P<number>\d+)\s*$", re.MULTILINE)
-# evaluate(verbose=2): "5/5 - 0s - loss: 0.3123 - accuracy: 0.9100 - 41ms/epoch - 8ms/step"
-_EVALUATED = re.compile(r"^\s*(?P<step>\d+)/(?P<steps>\d+) - (?P<rest>.*\d.*)$", re.MULTILINE)
+_CHECKPOINT = re.compile(r"Evaluation starts: .*?checkpoint file (?P<path>\S*?)-(?P<number>\d+)\s*$")
+# An evaluation's last progress line: verbose=2's "5/5 - 0s - loss: 0.3123 - accuracy: 0.9100 - 41ms/epoch",
+# or verbose=1's "5/5 [==============================] - 0s 8ms/step - loss: 0.3123 - accuracy: 0.9100".
+_EVALUATED = re.compile(r"\s*(?P<step>\d+)/(?P<steps>\d+) (?:\[[^\]]*\] )?- (?P<rest>.*)")
 
 
 class EvaluationParser(MetricsParser):
@@ -29,19 +30,19 @@ class EvaluationParser(MetricsParser):
         self.evaluated = 0  # evaluations finished
 
     def _scan(self, text: str) -> None:
-        events = [(m.start(), "checkpoint", m) for m in _CHECKPOINT.finditer(text)]
-        events += [(m.start(), "evaluated", m) for m in _EVALUATED.finditer(text)]
-        for _, kind, match in sorted(events, key=lambda event: event[0]):
-            if kind == "checkpoint":
-                self.checkpoint = int(match["number"])
+        for line in text.split("\n")[:-1]:  # whole lines only: an evaluation is done when its line ends
+            line = line.replace("\b", "\r").rpartition("\r")[2]  # what a terminal shows of a redrawn bar
+            checkpoint = _CHECKPOINT.search(line)
+            if checkpoint:
+                self.checkpoint = int(checkpoint["number"])
                 continue
-            metrics = parse_metrics(match["rest"])
-            if not metrics:
-                continue
-            epoch = self.checkpoint - 1 if self.checkpoint is not None else self.evaluated
-            self.evaluated += 1
-            self.epoch = epoch
-            self._add_epoch(epoch, metrics)
+            evaluated = _EVALUATED.fullmatch(line)
+            metrics = parse_metrics(evaluated["rest"]) if evaluated and evaluated["step"] == evaluated["steps"] else {}
+            if metrics:
+                epoch = self.checkpoint - 1 if self.checkpoint is not None else self.evaluated
+                self.evaluated += 1
+                self.epoch = epoch
+                self._add_epoch(epoch, metrics)
 
     def progress(self) -> tuple[float | None, str]:
         if not self.evaluated and self.checkpoint is None:

@@ -234,33 +234,35 @@ def test_only_an_evaluator_shows_sidecar_evaluator_lines():
 @pytest.mark.slow
 def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
     """MultiWorkerMirroredStrategy on chief + 1 worker, tf-keras fit with ModelCheckpoint, and a
-    SidecarEvaluator reading the checkpoints: the tutorials' _is_chief takes its chief branch, the
-    evaluator's metrics reach the overlaid curves, and it is stopped after its grace period."""
+    SidecarEvaluator reading the checkpoints: the tutorials' _is_chief takes its chief branch, and the
+    evaluator's metrics reach the overlaid curves. It reads checkpoints until the last (max_evaluations=3),
+    however late it starts on a loaded machine (35-57 s to its first evaluation here, with other runs
+    beside it): its grace period is long enough for that, and the grace path itself is tested above."""
     checkpoints = tmp_path / "ckpt"
-    run = kwnb.launch(SCRIPTS / "roles_fit.py", 1, name="roles", chief=True, evaluator=True, evaluator_grace=20,
-                      args=[str(checkpoints), "0"], runs_dir=tmp_path / "runs", cwd=tmp_path)
+    run = kwnb.launch(SCRIPTS / "roles_fit.py", 1, name="roles", chief=True, evaluator=True, evaluator_grace=300,
+                      args=[str(checkpoints), "3"], runs_dir=tmp_path / "runs", cwd=tmp_path)
     assert run.wait(timeout=400) and run.done, run.summary()
     chief, worker, evaluator = run.workers
     assert run.status == "finished", run.summary()
-    assert (chief.status, worker.status, evaluator.status) == ("finished", "finished", "stopped"), run.summary()
+    assert (chief.status, worker.status, evaluator.status) == ("finished", "finished", "finished"), run.summary()
     assert "chief:0 is_chief=True" in run.logs("chief:0") and "worker:0 is_chief=False" in run.logs("worker:0")
     assert "evaluator: cluster has ['chief', 'worker']" in run.logs("evaluator:0")
     assert [row["epoch"] for row in run.history()] == [0, 1, 2]  # the run's curves are the chief task's
     evaluated = run.history("evaluator:0")
-    assert evaluated and all(row["epoch"] in (0, 1, 2) and "loss" in row and "accuracy" in row for row in evaluated)
-    assert evaluator.metrics.checkpoint is not None  # placed by the checkpoint it read, not by counting
+    assert all(row["epoch"] in (0, 1, 2) and "loss" in row and "accuracy" in row for row in evaluated)
+    assert evaluated[-1]["epoch"] == 2 and evaluator.metrics.checkpoint == 3  # placed by the checkpoint it read
     assert sorted(path.name for path in checkpoints.glob("ckpt-*.index")) == \
         ["ckpt-1.index", "ckpt-2.index", "ckpt-3.index"]
     panels = curve_lines(run_series(run))
     assert [line[0] for line in panels["loss"]] == ["roles", "evaluator 0 (checkpoints)"]
     assert run.curves_path is not None and run.diagnoses == []
-    assert "evaluator 0: stopped" in run.summary() and "evaluations, last: loss" in run.summary()
+    assert "evaluator 0: finished exit 0" in run.summary() and "evaluations, last: loss" in run.summary()
     from kwnb.notebook.dashboard import Dashboard, badge
     from kwnb.notebook.overview import overview_html
 
     board = Dashboard(run, print_summary=False)
     board._thread.join(10)
-    assert list(board.tabs.titles) == ["chief 0: finished", "worker 0: finished", "evaluator 0: stopped"]
+    assert list(board.tabs.titles) == ["chief 0: finished", "worker 0: finished", "evaluator 0: finished"]
     rows = overview_html(run, [], badge).split("<tr>")[2:]
     assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["chief 0", "worker 0", "evaluator 0"]
     assert board.curves.value  # drawn, the evaluator's line among the chief's

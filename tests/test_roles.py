@@ -214,6 +214,7 @@ def test_only_an_evaluator_shows_sidecar_evaluator_lines():
              "log.addHandler(logging.StreamHandler(__import__('sys').stdout))\n"
              "log.info('Evaluation starts: Model weights loaded from latest checkpoint file /c/ckpt-1')\n"
              "log.info('Creating a strategy')\n"
+             "log.info('No checkpoints appear to be found after 30 seconds.')\n"
              "log.warning('a warning')\n")
     root = str(Path(kwnb.__file__).parents[1])
 

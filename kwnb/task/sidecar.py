@@ -15,15 +15,18 @@ import json
 import logging
 import os
 
+# Which checkpoint, what it scored, that it is done, and a checkpoint it could not read (it retries).
+# Not its "No checkpoints appear to be found after 30 seconds" hint: training that is still importing
+# TensorFlow on a busy machine sets it off, and the overview says "waiting for a checkpoint" anyway.
 SIDECAR_MESSAGES = ("Evaluation starts", "End of evaluation", "Last checkpoint evaluated",
-                    "No checkpoints appear", "SidecarEvaluator")
+                    "SidecarEvaluator encountered")
 
 
 class _SidecarProgress(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
             return True
-        return record.pathname.endswith("sidecar_evaluator.py") or str(record.msg).startswith(SIDECAR_MESSAGES)
+        return str(record.msg).startswith(SIDECAR_MESSAGES)
 
 
 def task_type(environ=os.environ) -> str:

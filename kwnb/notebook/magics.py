@@ -285,7 +285,7 @@ class KwnbMagics(Magics):
         for name in self._parse(self.kw_plot, line).names:
             if any(r.name == name for r in api.runs()):
                 run = _run(name)
-                series[f"{name} ({sum(w.task_type == 'worker' for w in run.workers)} workers)"] = {
+                series[f"{name} ({sum(w.task_type in ('chief', 'worker') for w in run.workers)} workers)"] = {
                     "epochs": run.history()}
             elif name in self.shell.user_ns:
                 series[name] = {"epochs": history_rows(self.shell.user_ns[name])}

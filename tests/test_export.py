@@ -222,7 +222,8 @@ def test_an_old_run_folder_with_chief_and_parameter_servers(tmp_path):
 
     assert base64.b64decode(exported.objects[1]["binaryData"]["model_lib.py"]) == (folder / "model_lib.py").read_bytes()
     notes = " ".join(exported.notes)
-    assert "TF_CONFIG" in notes and "ps tasks" in notes and "--gpus-per-pod" in notes
+    assert "TF_CONFIG" in notes and "--gpus-per-pod" in notes
+    assert "ps tasks" not in notes  # its chief task is the coordinator: no Chief replica to add
 
 
 def test_a_broken_run_json_gets_a_precise_message(tmp_path):
@@ -377,3 +378,5 @@ def test_a_run_with_a_chief_task_and_an_evaluator_exports_every_role(tmp_path, m
         {"Chief": 1, "Worker": 2, "PS": 1, "Evaluator": 1}
     assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
     assert "coordinator" not in " ".join(exported.notes)  # the chief task is the coordinator here
+    notebook_coordinated = Run("main.py", 2, ps=1, name="ps_only", runs_dir=tmp_path / "runs")
+    assert "add a Chief replica" in " ".join(export_run(notebook_coordinated.dir, image="img:1").notes)

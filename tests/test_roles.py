@@ -54,6 +54,17 @@ def test_a_chief_task_and_an_evaluator_in_every_tf_config():
     assert plan_tasks(0, chief=True) == [TaskId("chief", 0)]  # a chief alone is a cluster
 
 
+def test_a_slurm_task_builds_the_same_tf_configs_on_its_node():
+    """Under Slurm each task builds its own TF_CONFIG (kwnb/task/slurm_env.py), by the same definition."""
+    from kwnb.task import slurm_env
+
+    tasks = [{"type": t, "index": 0} for t in ("chief", "worker", "evaluator")]
+    addresses = ["n1:20000", "n1:20001", "n2:20000"]
+    assert [slurm_env.tf_config(tasks, procid, addresses) for procid in (0, 2)] == [
+        {"cluster": {"chief": ["n1:20000"], "worker": ["n1:20001"]}, "task": {"type": "chief", "index": 0}},
+        {"cluster": {"chief": ["n1:20000"], "worker": ["n1:20001"]}, "task": {"type": "evaluator", "index": 0}}]
+
+
 def test_parameter_servers_without_a_chief_task_reserve_the_coordinators_entry():
     ps = tf_configs(2, ps=1)
     assert sorted(ps[0]["cluster"]) == ["chief", "ps", "worker"]

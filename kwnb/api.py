@@ -14,9 +14,10 @@ __all__ = ["launch", "get_run", "runs"]
 
 
 def launch(script: str | os.PathLike, n: int = 2, name: str | None = None, **options) -> Run:
-    """Start `script` on `n` workers (plus `ps=K` parameter servers) and return the Run at once.
+    """Start `script` on `n` workers (plus `ps=K` parameter servers, a `chief=True` task, an `evaluator=True`
+    sidecar) and return the Run at once.
 
-    Options are Run's: ps, timeout, env, python, args, on_failure, max_restarts, gpus, launcher, ...
+    Options are Run's: ps, chief, evaluator, timeout, env, python, args, on_failure, max_restarts, gpus, launcher, ...
     """
     options["on_end"] = [*options.get("on_end", []), write_outputs]
     return _launch(script, n, name, **options)

@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("tf-config", help="print the TF_CONFIG each task of a local cluster gets")
     config.add_argument("-n", "--workers", type=int, default=2, metavar="N")
     config.add_argument("--ps", type=int, default=0, metavar="K")
+    config.add_argument("--chief", action="store_true", help="with a chief task besides the workers")
+    config.add_argument("--evaluator", action="store_true", help="with a sidecar evaluator, outside the cluster")
     config.add_argument("--index", type=int, default=None, metavar="I", help="only task I (0 is the chief)")
     export = commands.add_parser("export", help="write Kubernetes objects for a run: an Indexed Job (--to job) or a Kubeflow TFJob (--to tfjob)")
     export.add_argument("run", help="run folder, or run name (its newest folder in .kwnb/runs or $KWNB_RUNS_DIR)")
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return export_command(args)
     try:
         if args.command == "tf-config":
-            for config in tf_configs(args.workers, args.ps, args.index):
+            for config in tf_configs(args.workers, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):
                 print(json.dumps(config))
             return 0
         from .api import launch

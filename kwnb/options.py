@@ -17,6 +17,13 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
     (("-n", "--workers"), dict(type=int, default=2, metavar="N",
                                 help=f"number of worker processes (1 to {MAX_TASKS}; default 2)")),
     (("--ps",), dict(type=int, default=0, metavar="K", help="number of parameter-server tasks (default 0)")),
+    (("--chief",), dict(action="store_true",
+                        help="add a dedicated chief task (chief:0) besides the N workers; its exit decides the run's "
+                             "status and its curves are the run's")),
+    (("--evaluator",), dict(action="store_true",
+                            help="add a sidecar evaluator task (evaluator:0), outside the cluster, that reads the "
+                                 "checkpoints the training writes (tf.keras.utils.SidecarEvaluator); stopped 30 s "
+                                 "after training ends unless it ends first")),
     (("--name",), dict(default=None, help="run name (default: the script's file name without .py)")),
     (("--timeout",), dict(type=float, default=None, metavar="SECONDS",
                           help="stop the whole run this long after its tasks started (time a scheduler keeps "
@@ -66,6 +73,8 @@ def launch_options(namespace: argparse.Namespace) -> dict:
     return dict(
         n=namespace.workers,
         ps=namespace.ps,
+        chief=namespace.chief,
+        evaluator=namespace.evaluator,
         name=namespace.name,
         timeout=namespace.timeout,
         env=parse_env(namespace.env),

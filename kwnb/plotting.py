@@ -139,13 +139,19 @@ class LiveCurves:
 
 
 def run_series(run, positions: list[int] | None = None) -> dict[str, dict]:
+    """The chief's curves (or those of `positions`), and a sidecar evaluator's per-checkpoint metrics
+    overlaid on them: its checkpoint k is drawn at epoch k, where the chief's epoch k ends."""
     positions = positions or [0]
-    return {
+    series = {
         (run.name if len(positions) == 1 else f"{run.name} task {p}"): {
             "epochs": run.history(p), "steps": run.step_history(p),
             "steps_per_epoch": run.workers[p].metrics.steps_per_epoch}
         for p in positions
     }
+    for task in run.workers:
+        if task.task_type == "evaluator" and task.position not in positions and run.history(task.position):
+            series[f"{task.id} (checkpoints)"] = {"epochs": run.history(task.position)}
+    return series
 
 
 def png_bytes(figure: Figure) -> bytes:

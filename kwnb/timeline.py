@@ -37,7 +37,7 @@ def timeline_figure(run, now: float | None = None) -> Figure | None:
     figure.subplots_adjust(left=1.45 / 8.4, right=0.98, top=1 - 0.3 / height, bottom=0.8 / height)
     labels = []
     for lane, task in enumerate(run.workers):
-        labels.append(f"{task.id}" + (" (chief)" if task.is_chief else ""))
+        labels.append(task.label)
         for start, end, phase in segments(task, now):
             axis.broken_barh([(start - origin, max(end - start, 0.01))], (lane - 0.35, 0.7),
                              facecolors=PHASE_COLOURS[phase])

@@ -210,7 +210,8 @@ def test_an_old_run_folder_with_chief_and_parameter_servers(tmp_path):
 
     assert base64.b64decode(exported.objects[1]["binaryData"]["model_lib.py"]) == (folder / "model_lib.py").read_bytes()
     notes = " ".join(exported.notes)
-    assert "TF_CONFIG" in notes and "ps tasks" in notes and "--gpus-per-pod" in notes
+    assert "TF_CONFIG" in notes and "--gpus-per-pod" in notes
+    assert "ps tasks" not in notes  # its chief task is the coordinator: no Chief replica to add
 
 
 def test_a_broken_run_json_gets_a_precise_message(tmp_path):
@@ -350,3 +351,20 @@ def test_magic_refuses_oversized_files(ip, job_dir, tmp_path):
     with pytest.raises(UsageError, match=r"more than a ConfigMap holds \(1 MiB\)"):
         ip.run_line_magic("kw_export", "main --to tfjob --image img:1")
     assert not list(tmp_path.glob("*.yaml"))
+
+
+def test_a_run_with_a_chief_task_and_an_evaluator_exports_every_role(tmp_path, monkeypatch):
+    """`--chief --evaluator` (issue 24): Chief, Worker and Evaluator replicas; the operator gives each its
+    TF_CONFIG, and pods still running when the chief ends (the evaluator) are cleaned up."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "main.py").write_text("print('train')\n")
+    run = Run("main.py", 2, chief=True, evaluator=True, ps=1, runs_dir=tmp_path / "runs")
+    exported = export_run(run.dir, image="img:1")
+    job = check_manifest(exported.yaml, run.dir)
+    assert list(job["spec"]["tfReplicaSpecs"]) == ["Chief", "Worker", "PS", "Evaluator"]
+    assert {k: v["replicas"] for k, v in job["spec"]["tfReplicaSpecs"].items()} == \
+        {"Chief": 1, "Worker": 2, "PS": 1, "Evaluator": 1}
+    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    assert "coordinator" not in " ".join(exported.notes)  # the chief task is the coordinator here
+    notebook_coordinated = Run("main.py", 2, ps=1, name="ps_only", runs_dir=tmp_path / "runs")
+    assert "add a Chief replica" in " ".join(export_run(notebook_coordinated.dir, image="img:1").notes)

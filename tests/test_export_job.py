@@ -244,6 +244,7 @@ def test_each_pod_builds_the_tf_config_the_engine_would_and_runs_the_script(job_
     [("worker", 0)],
     [("worker", 0), ("worker", 1), ("ps", 0)],
     [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2), ("ps", 0), ("ps", 1)],
+    [("chief", 0), ("worker", 0), ("evaluator", 0)],  # the evaluator's pod is outside the cluster it is told of
     [("worker", i) for i in range(12)],  # two-digit indices: hostnames main-10, main-11
 ])
 def test_every_index_gets_the_engines_tf_config(tmp_path, tasks):
@@ -501,3 +502,28 @@ def test_magic_writes_name_job_yaml(ip, job_dir, tmp_path, capsys):
     assert sorted(objects["ConfigMap"]["data"]) == ["kwnb.k8s_entry.py", "kwnb.tf_config.py"]
     with pytest.raises(UsageError, match="--workdir must be outside /kwnb/entry"):
         ip.run_line_magic("kw_export", "main --to job --image img:1 --workdir /kwnb/entry")
+
+
+def test_a_run_with_a_chief_task_and_an_evaluator_exports_every_role(tmp_path, monkeypatch):
+    """`--chief --evaluator` (issue 24): one pod per task, chief first and the evaluator last; the
+    evaluator's TF_CONFIG names the training cluster without it, as TensorFlow documents for a sidecar."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "main.py").write_text(PRINTING_SCRIPT)
+    (tmp_path / "helper.py").write_text("GREETING = 'hi'\n")
+    run = Run("main.py", 2, files=["helper.py"], chief=True, evaluator=True, runs_dir=tmp_path / "runs")
+    exported = export_run(run.dir, to="job", image="img:1")
+    objects = check_manifest(exported.yaml, run.dir)
+    description = json.loads((run.dir / "run.json").read_text())
+    assert [(t["type"], t["index"]) for t in description["tasks"]] == \
+        [("chief", 0), ("worker", 0), ("worker", 1), ("evaluator", 0)]
+    assert objects["Job"]["spec"]["completions"] == 4
+    notes = " ".join(exported.notes)
+    assert "coordinator" not in notes and "max_evaluations" in notes
+    seen = {}
+    for index in (0, 3):
+        result = run_pod(objects, index, tmp_path / f"pod-{index}")
+        assert result.returncode == 0, result.stderr
+        seen[index] = json.loads(json.loads(result.stdout)["tf_config"])
+    assert seen[0] == {"cluster": {"chief": ["main-0.main:2222"], "worker": ["main-1.main:2222", "main-2.main:2222"]},
+                       "task": {"type": "chief", "index": 0}}
+    assert seen[3] == {"cluster": seen[0]["cluster"], "task": {"type": "evaluator", "index": 0}}

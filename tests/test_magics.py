@@ -75,7 +75,7 @@ def test_syntax_error_names_the_line_and_leaves_the_old_file(ip, in_tmp):
 
 def test_help_documents_every_option(ip):
     doc = ip.find_cell_magic("kw_worker").__doc__
-    for option in ["-n", "--name", "--wait", "--timeout", "--env", "--python", "--args", "--ps",
+    for option in ["-n", "--name", "--wait", "--timeout", "--env", "--python", "--args", "--ps", "--chief", "--evaluator",
                    "--on-failure", "--max-restarts"]:
         assert option in doc
     assert "this long after its tasks started (time a scheduler keeps them queued" in " ".join(doc.split())
@@ -126,7 +126,9 @@ def test_tf_config_magic(ip, capsys):
     ip.run_line_magic("kw_tf_config", "-n 3 --ps 1")
     configs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(3)] + [{"type": "ps", "index": 0}]
-    assert len({a for c in configs[:1] for addrs in c["cluster"].values() for a in addrs}) == 4
+    # 3 workers, 1 ps and the coordinator's chief entry (the notebook coordinates ParameterServerStrategy)
+    assert len({a for c in configs[:1] for addrs in c["cluster"].values() for a in addrs}) == 5
+    assert sorted(configs[0]["cluster"]) == ["chief", "ps", "worker"]
     assert all(c["cluster"] == configs[0]["cluster"] for c in configs)
     with pytest.raises(UsageError, match="--index must be between 0 and 1"):
         ip.run_line_magic("kw_tf_config", "-n 2 --index 2")

@@ -73,7 +73,8 @@ def findings(run: "Run", now: float) -> list[Diagnosis]:
     """What holds now. Called by the supervisor, the only writer of task state, so it needs no lock;
     it may take a few seconds when it asks stalled tasks for their stacks."""
     tasks = run.workers
-    found = [*waiting_for_peers(tasks, now), *peer_lost(tasks, now)]
+    members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
+    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now)]
     for task in tasks:
         found += [d for d in (killed(task), error(task, run.script.name), keras3(task), tf_config_overridden(task),
                               port_taken(task)) if d]
@@ -91,7 +92,9 @@ def _stall(run: "Run", now: float, waiting: bool) -> Diagnosis | None:
 
 def origin(run: "Run") -> Diagnosis | None:
     """The task where a failure started (the one that raised or was killed), for the run's reason."""
-    causes = [d for d in run.diagnoses if d.kind in ORIGINS and d.task is not None]
+    # Not a sidecar evaluator's: its failure is not training's (engine/roles.py).
+    causes = [d for d in run.diagnoses if d.kind in ORIGINS and d.task is not None
+              and run.workers[d.task].task_type != "evaluator"]
     return min(causes, key=lambda d: d.since) if causes else None
 
 

@@ -40,6 +40,7 @@ class TaskView:
     address: str
     bind_failed: bool  # TensorFlow could not bind its port
     own_tf_config: bool  # the script set TF_CONFIG itself: a relaunch on new ports would not help
+    training: bool = True  # False for a sidecar (an evaluator): its failure is not training's
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def decide(view: View) -> Decision:
     expired = _timed_out(view)
     if expired:
         return Decision(STOP, reason=expired, timed_out=True)
-    failed = [task for task in view.tasks if task.status == Status.FAILED]
+    # A sidecar evaluator that fails is not a failure of training (engine/roles.py).
+    failed = [task for task in view.tasks if task.status == Status.FAILED and task.training]
     if not failed or view.stopping:
         return Decision(KEEP, failed_at=view.failed_at)
     relaunch = _relaunch_on_new_ports(view, failed) or _restart(view, failed)

@@ -33,7 +33,7 @@ from ..errors import KwnbError, LaunchError, NotPossible
 from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RunFolder, default_runs_dir, new_run_dir,
                               write_description)
 from . import cluster as clusters
-from . import diagnose, policy
+from . import diagnose, policy, roles
 from .log import LOG_NAME, for_run
 from .inputs import check_script, find_python
 from .tensorboard import TensorBoardScalars
@@ -56,6 +56,9 @@ class Run(RunReading, Supervisor):
         name: str | None = None,
         *,
         ps: int = 0,
+        chief: bool = False,
+        evaluator: bool = False,
+        evaluator_grace: float = roles.EVALUATOR_GRACE_SECONDS,
         env: dict[str, str] | None = None,
         python: str | None = None,
         args: str | list[str] | None = None,
@@ -79,7 +82,9 @@ class Run(RunReading, Supervisor):
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
         self.name = name or self.script.stem
-        self.task_ids = clusters.plan_tasks(n, ps=ps)
+        self.task_ids = clusters.plan_tasks(n, ps=ps, chief=chief, evaluator=evaluator)
+        self.coordinator = clusters.coordinator_of(self.task_ids)  # a chief entry for the caller (roles.py)
+        self.cluster: dict | None = None  # the cluster spec of the latest launch, where kwnb placed the tasks
         check_script(self.script)
         self.python = find_python(python)
         self.args = shlex.split(args) if isinstance(args, str) else list(args or [])
@@ -97,6 +102,7 @@ class Run(RunReading, Supervisor):
         self.log = for_run(self.dir)  # kwnb's own account of the run: kwnb.log in its folder
         self.files = self._keep_files(files or [])
         self.workers = self._make_tasks(keep_lines)
+        self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
         self._write_description()
         self.on_end: list[Callable[[Run], None]] = list(on_end or [])  # called once, after every task ended
         self._init_progress()
@@ -136,8 +142,7 @@ class Run(RunReading, Supervisor):
         tasks = [Task(i, task_id, self.folder.log(task_id.type, task_id.index), self.folder.metrics(i), keep_lines,
                       step_scale=1.0 / replicas, user_files=self.user_files)
                  for i, task_id in enumerate(self.task_ids)]
-        # Under ParameterServerStrategy the chief is the coordinator (the notebook), not a task here.
-        tasks[0].is_chief = not any(task_id.type == "ps" for task_id in self.task_ids)
+        roles.prepare(tasks)  # which is the chief; an evaluator's curves are per checkpoint
         for task in tasks:  # created private: logs can hold data and tracebacks
             os.close(os.open(task.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
         return tasks
@@ -196,8 +201,10 @@ class Run(RunReading, Supervisor):
             self._done.set()
 
     def _launch_all(self) -> None:
-        addresses = self.launcher.addresses(self.task_ids)
-        cluster = clusters.cluster_spec(self.task_ids, addresses) if addresses is not None else None
+        members = self.task_ids + ([self.coordinator] if self.coordinator else [])
+        addresses = self.launcher.addresses(members)
+        cluster = clusters.cluster_spec(members, addresses) if addresses is not None else None
+        self.cluster = cluster
         configs = [clusters.tf_config(cluster, task.id) if cluster else {} for task in self.workers]
         launches = [self._launch_of(task, config) for task, config in zip(self.workers, configs)]
         processes = self.launcher.start_all(launches)  # all or none (backends/base.py)
@@ -249,6 +256,13 @@ class Run(RunReading, Supervisor):
             found = diagnose.findings(self, now)  # outside the state lock: it may ask tasks for their stacks
             with self._lock:
                 diagnose.merge(self, found, now, final=final)
+
+    def _end_sidecars(self) -> None:
+        """Training is over: after their grace period, stop the sidecars (an evaluator) still running."""
+        due = self._sidecars.due()
+        if due:
+            self._say(note=self._sidecars.stop(due, lambda task: task._stop(self.stop_grace)))
+            self._refresh()
 
     def _stop_all(self, count_as_stop: bool = True) -> None:
         self._stopping = count_as_stop
@@ -313,11 +327,20 @@ class Run(RunReading, Supervisor):
         False if `timeout` passed or the run ended before that.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not all(task.port_open_at for task in self.workers):
+        while not all(task.port_open_at for task in roles.training(self.workers)):
             if self.done or (deadline is not None and time.monotonic() > deadline):
                 return False
             time.sleep(POLL_SECONDS)
         return True
+
+    def coordinator_tf_config(self) -> dict:
+        """TF_CONFIG for a ParameterServerStrategy coordinator in this process (a run with ps tasks and
+        no chief task): the run's cluster with its reserved `chief` entry, task chief 0."""
+        return roles.coordinator_tf_config(self.cluster, self.coordinator, self.name)
+
+    def cluster_resolver(self):
+        """The coordinator's `tf.distribute.cluster_resolver.SimpleClusterResolver` (imports TensorFlow here)."""
+        return roles.cluster_resolver(self.coordinator_tf_config())
 
     def restart(self, task: int | str) -> None:
         """Start one task again with the same TF_CONFIG, as a replaced machine rejoining the cluster."""
@@ -370,11 +393,7 @@ class Run(RunReading, Supervisor):
             if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
                 return Status.PENDING if Status.PENDING in statuses else Status.STARTING
             return Status.RUNNING
-        if Status.FAILED in statuses or self.timed_out:
-            return Status.FAILED
-        if Status.STOPPED in statuses:
-            return Status.STOPPED
-        return Status.FINISHED
+        return Status(roles.status(self.workers, self.timed_out))  # the training tasks decide (an evaluator does not)
 
     @property
     def elapsed(self) -> float:

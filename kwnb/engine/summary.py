@@ -28,12 +28,12 @@ def format_summary(run: "Run") -> str:
     if warm:
         lines.append(f"started warm: {warm} of {tasks} tasks in interpreters that had imported TensorFlow already")
     for worker in run.workers:
-        role = " (chief)" if worker.is_chief else ""
         code = "" if worker.returncode is None else f"exit {worker.returncode}"
-        line = f"  {worker.task_type} {worker.index}{role}: {worker.status} {code}".rstrip()
+        line = f"  {worker.label}: {worker.status} {code}".rstrip()
         history = worker.metrics.history()
         if history:
-            line += f"; {len(history)} epochs, last: {format_metrics(history[-1])}"
+            unit = "evaluations" if worker.task_type == "evaluator" else "epochs"  # one per checkpoint it read
+            line += f"; {len(history)} {unit}, last: {format_metrics(history[-1])}"
         lines.append(line)
         if worker.status == Status.FAILED:
             lines.extend("    | " + text for text in worker.screen.tail(5))
@@ -62,7 +62,7 @@ def overview_lines(run: "Run") -> list[str]:
     """The overview as a small text table: rate, peak memory and the time each task spent in each phase."""
     rows = [("task", "phase", "rate", "peak memory", "time in phases")]
     for task in run.workers:
-        label = f"{task.id}" + (" (chief)" if task.is_chief else "")
+        label = task.label
         spent = task.vitals.time_in(until=task.ended_at)
         phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in spent.items() if seconds >= 0.05)
         peak = task.signals.peak_rss

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import KwnbError
-from . import diagnose, policy, vitals
+from . import diagnose, policy, roles, vitals
 from .log import LOG_NAME
 from .status import Status
 
@@ -49,6 +49,7 @@ class Supervisor:
                 self._carry_out(policy.decide(self._policy_view()))
                 if all(task.returncode is not None for task in self.workers):
                     return
+                self._end_sidecars()  # an evaluator outlives training by its grace period at most
             time.sleep(POLL_SECONDS)
 
     def _supervision_failed(self, error: Exception) -> None:
@@ -71,7 +72,7 @@ class Supervisor:
         with self._lock:
             origin = diagnose.origin(self)
             tasks = tuple(policy.TaskView(str(t.id), t.status, t.alive, t.returncode, t.address, t.bind_failed,
-                                          t.signals.tf_config_set is not None) for t in self.workers)
+                                          t.signals.tf_config_set is not None, not roles.is_sidecar(t)) for t in self.workers)
             now = time.time()
             return policy.View(
                 now=now, started_at=self.started_at, timeout=self.timeout, stopping=self._stopping,

@@ -116,6 +116,11 @@ class Task:
         return f"{self.task_type}:{self.index}"
 
     @property
+    def label(self) -> str:
+        """How views name it: 'worker 0 (chief)' where worker 0 is the chief, 'chief 0', 'evaluator 0'."""
+        return f"{self.id}" + (" (chief)" if self.is_chief and self.task_type != "chief" else "")
+
+    @property
     def task(self) -> TaskId:
         """The same as `id` (the name notebooks used before tasks were called tasks)."""
         return self.id
@@ -269,11 +274,12 @@ def _read_json(path: Path) -> dict | None:
 
 def _accepts(tf_config: dict, task_id: TaskId, probe=None) -> bool:
     """Whether the task's TensorFlow server accepts connections (its port is open)."""
-    if not tf_config:
+    address = address_of(tf_config["cluster"], task_id) if tf_config else ""
+    if not address:  # not placed yet, or an evaluator, which serves nothing
         return False
     if probe is not None:  # the task is in a private network (backends/netns.py): only a helper inside can connect
-        return probe(address_of(tf_config["cluster"], task_id))
-    host, _, port = address_of(tf_config["cluster"], task_id).rpartition(":")
+        return probe(address)
+    host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=PORT_PROBE_SECONDS):
             return True

@@ -96,13 +96,16 @@ def _check_restarts(restart_policy: str, backoff_limit: int | None, tasks: int) 
 
 def _notes(run: RunDescription, name: str, files: bool, gpus_per_pod: int) -> list[str]:
     notes = []
-    if "ps" in run.counts:
+    if "ps" in run.counts and "chief" not in run.counts:
         notes.append("this run has ps tasks: under ParameterServerStrategy its coordinator was the notebook, "
                      "which the manifest lacks; add a task that runs the coordinator code")
-    endless = [t for t in ("ps", "evaluator") if t in run.counts]
-    if endless:
-        notes.append(f"{' and '.join(endless)} tasks never exit on their own, so this Job never completes: delete it "
-                     f"when training is done (kubectl delete job,service,configmap -l {LABEL}={name})")
+    if "ps" in run.counts:
+        notes.append(f"ps tasks never exit on their own, so this Job never completes: delete it when training is "
+                     f"done (kubectl delete job,service,configmap -l {LABEL}={name})")
+    elif "evaluator" in run.counts:
+        notes.append(f"the evaluator ends only if its SidecarEvaluator has max_evaluations (the last checkpoint's "
+                     f"number); otherwise this Job never completes: delete it when training is done "
+                     f"(kubectl delete job,service,configmap -l {LABEL}={name})")
     if run.gpus and not gpus_per_pod:
         notes.append("the run used GPUs; add --gpus-per-pod N to request them in the cluster")
     if not files:

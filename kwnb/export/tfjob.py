@@ -40,7 +40,7 @@ def tfjob(run: RunDescription, *, image: str | None, job_name: str | None = None
         raise OptionError(f"--backoff-limit must be 0 or more, not {backoff_limit}")
     workdir = check_workdir(workdir)
     env, notes = environment(run, "the training operator")
-    if "ps" in run.counts:
+    if "ps" in run.counts and "chief" not in run.counts:
         notes.append("this run has ps tasks: under ParameterServerStrategy its coordinator was the notebook, "
                      "which the manifest lacks; add a Chief replica that runs the coordinator code")
     if run.gpus and not gpus_per_pod:

@@ -47,8 +47,7 @@ def curves_gap(draw_cpu_seconds: float) -> float:
 
 
 def worker_label(worker) -> str:
-    chief = " (chief)" if worker.is_chief else ""
-    return f"{worker.task_type} {worker.index}{chief}: {worker.status}"
+    return f"{worker.label}: {worker.status}"
 
 
 def log_html(worker, show_runtime: bool = False) -> str:
@@ -203,7 +202,8 @@ class Dashboard:
 
     def _refresh_curves(self, force: bool) -> None:
         chief = self.run.chief.metrics
-        key = (len(chief.epochs), len(chief.steps), chief.steps[-1]["step"] if chief.steps else None)
+        key = (len(chief.epochs), len(chief.steps), chief.steps[-1]["step"] if chief.steps else None,
+               sum(len(task.metrics.epochs) for task in self.run.workers if task.task_type == "evaluator"))
         now = time.monotonic()
         if key == self._curves_key or (not force and now - self._curves_at < self._curves_gap):
             return

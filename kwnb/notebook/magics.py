@@ -285,7 +285,7 @@ class KwnbMagics(Magics):
         for name in self._parse(self.kw_plot, line).names:
             if any(r.name == name for r in api.runs()):
                 run = _run(name)
-                series[f"{name} ({sum(w.task_type == 'worker' for w in run.workers)} workers)"] = {
+                series[f"{name} ({sum(w.task_type in ('chief', 'worker') for w in run.workers)} workers)"] = {
                     "epochs": run.history()}
             elif name in self.shell.user_ns:
                 series[name] = {"epochs": history_rows(self.shell.user_ns[name])}
@@ -303,12 +303,14 @@ class KwnbMagics(Magics):
     @magic_arguments()
     @argument("-n", "--workers", type=int, default=2, metavar="N", help="number of workers")
     @argument("--ps", type=int, default=0, metavar="K", help="number of parameter servers")
+    @argument("--chief", action="store_true", help="with a chief task (chief:0) besides the workers")
+    @argument("--evaluator", action="store_true", help="with a sidecar evaluator (evaluator:0), outside the cluster")
     @argument("--index", type=int, default=None, metavar="I", help="only the task at position I")
     def kw_tf_config(self, line):
         """Print the TF_CONFIG each task of a local cluster of this shape gets (ports free now)."""
         args = self._parse(self.kw_tf_config, line)
         try:
-            for config in tf_configs(args.workers, args.ps, args.index):
+            for config in tf_configs(args.workers, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):
                 print(json.dumps(config, indent=None))
         except KwnbError as error:
             raise UsageError(str(error)) from None

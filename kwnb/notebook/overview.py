@@ -34,10 +34,16 @@ def overview_html(run, diagnoses, badge) -> str:
 
 
 
+def phase_words(task) -> str:
+    if task.task_type == "evaluator" and task.phase == "training":
+        return "evaluating"  # a sidecar evaluator reads checkpoints; it trains nothing
+    return PHASE_WORDS.get(task.phase, task.phase)
+
+
 def phase_text(task) -> str:
     """The phase in words, with the time a scheduler kept the task queued: "pending 12 s" while it waits,
     "training (12 s pending)" after (--timeout does not count that time)."""
-    words = PHASE_WORDS.get(task.phase, task.phase)
+    words = phase_words(task)
     pending = task.vitals.time_in(until=task.ended_at).get("pending", 0.0)
     if task.phase == "pending":
         return f"{words} {pending:.0f} s"
@@ -46,7 +52,7 @@ def phase_text(task) -> str:
 
 def _row(task, flagged: bool, badge) -> str:
     vitals = task.vitals
-    label = f"{task.id}" + (" (chief)" if task.is_chief else "")
+    label = task.label
     _, progress = task.metrics.progress()
     cpu = "-" if vitals.cpu_percent is None or not task.alive else f"{vitals.cpu_percent:.0f} %"
     memory = megabytes(vitals.rss) if vitals.rss and task.alive else (

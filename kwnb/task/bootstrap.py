@@ -86,7 +86,10 @@ def _instrument() -> None:
     """Stacks on a signal, crashes' stacks in the log, and a record of a TF_CONFIG the script sets."""
     from kwnb.task.runfolder import POSITION_ENV, RUN_DIR_ENV, STACKS_SIGNAL_NAME, RunFolder
 
+    from kwnb.task.sidecar import show_evaluator_progress
+
     faulthandler.enable()  # a segfault or abort prints every thread's stack into the log
+    show_evaluator_progress()  # a sidecar evaluator says which checkpoint it evaluates (kwnb/task/sidecar.py)
     run_dir, position = os.environ.get(RUN_DIR_ENV), os.environ.get(POSITION_ENV)
     if not run_dir or position is None:
         return

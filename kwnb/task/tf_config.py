@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 # Task types TensorFlow's TFConfigClusterResolver understands, in the order kwnb lists them.
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+# The sidecar evaluator is not part of the cluster: TensorFlow documents its TF_CONFIG as the training
+# cluster (chief, workers, ps) with task type "evaluator", and the training tasks never dial it.
+OUTSIDE_CLUSTER = ("evaluator",)
 _TASK_NAME = re.compile(r"\s*(chief|worker|ps|evaluator)\s*(?:[: ]\s*(\d+))?\s*")
 
 
@@ -34,17 +37,19 @@ class TaskId:
 
 
 def cluster_spec(tasks: list[TaskId], addresses: list[str]) -> dict[str, list[str]]:
-    """The `cluster` part of TF_CONFIG, with task types in TensorFlow's usual order."""
+    """The `cluster` part of TF_CONFIG, with task types in TensorFlow's usual order; an evaluator's
+    address is left out (it is not part of the cluster)."""
     if len(tasks) != len(addresses):
         raise ValueError(f"one address per task is needed: {len(tasks)} tasks, {len(addresses)} addresses")
     cluster: dict[str, list[str]] = {}
     for task, address in sorted(zip(tasks, addresses), key=lambda p: (TASK_TYPES.index(p[0].type), p[0].index)):
-        cluster.setdefault(task.type, []).append(address)
+        if task.type not in OUTSIDE_CLUSTER:
+            cluster.setdefault(task.type, []).append(address)
     return cluster
 
 
 def tf_config(cluster: dict[str, list[str]], task: TaskId) -> dict:
-    if task.index >= len(cluster.get(task.type, [])):
+    if task.type not in OUTSIDE_CLUSTER and task.index >= len(cluster.get(task.type, [])):
         raise ValueError(f"the cluster has no {task}")
     return {"cluster": cluster, "task": {"type": task.type, "index": task.index}}
 
@@ -54,4 +59,5 @@ def tf_config_json(cluster: dict[str, list[str]], task: TaskId) -> str:
 
 
 def address_of(cluster: dict[str, list[str]], task: TaskId) -> str:
-    return cluster[task.type][task.index]
+    """host:port where the task listens; "" for an evaluator, which serves nothing."""
+    return "" if task.type in OUTSIDE_CLUSTER else cluster[task.type][task.index]

@@ -172,3 +172,17 @@ def test_a_kill_from_outside_stays_killed_when_the_oom_counters_did_not_move(tmp
         assert oom.evidence(task) is None
     finally:
         child.kill()
+
+
+def test_no_false_alarm_with_three_clean_runs_at_once(tmp_path):
+    """The suite's small version of benchmarks/load.py (six learners x two runs, README's figures): three
+    2-worker runs at once with kwnb's defaults all finish and say nothing but a join that really was late."""
+    runs = [kwnb.launch(SCRIPT, n=2, name=f"cell{i}", args="clean 20", runs_dir=tmp_path / "runs", cwd=tmp_path)
+            for i in range(3)]
+    for run in runs:
+        assert run.wait(300) == [0, 0], run.summary()
+    for run in runs:
+        joined = [task.signals.connected_at for task in run.workers]
+        late = abs(joined[0] - joined[1]) > 9  # kwnb says waiting_for_peers after a 10 s wait
+        assert all(d.kind == "waiting_for_peers" and late for d in run.diagnosis_history), run.summary()
+        assert run.stall_after == 60 and run.on_failure == "stop"  # the defaults a learner gets

@@ -32,7 +32,11 @@ CONSEQUENCES = training.CONSEQUENCES
 # Kinds that say where a failure started, for the run's reason (the earliest wins).
 ORIGINS = ("error", "killed", "out_of_memory", "uneven_steps", "input_exhausted", "keras3", "tf_config_overridden",
            "port_taken")
-STARTING_CPU_PERCENT = 2.0  # a task still starting (imports, data) that uses this much of a core is progressing
+# A task not yet joining (importing TensorFlow, loading data) prints nothing for long: with 6 learners' runs at
+# once on 2 cores the join took up to 101 s (benchmarks/load.py). It counts as progressing for this long after
+# its launch, and after that while it uses CPU.
+STARTING_SECONDS = 300.0
+STARTING_CPU_PERCENT = 2.0
 MEMORY_HINT_SHARE = 0.5  # peak memory above this share of the machine's makes the OOM killer a suspect
 
 
@@ -82,12 +86,15 @@ def _stall(run: "Run", now: float, waiting: bool) -> Diagnosis | None:
 
 
 def _progressing(task: "Task", now: float, window: float) -> bool:
-    """New output within the window, or still starting (importing TensorFlow, loading data) and using CPU:
-    under load an import can take longer than the window, with nothing printed."""
+    """New output within the window, or still starting (importing TensorFlow, loading data): under load an
+    import can take longer than the window with nothing printed, and a one-second CPU sample can read 0."""
     if now - task.signals.progress_at < window:
         return True
+    if task.phase not in ("pending", "starting"):
+        return False
     cpu = task.vitals.cpu_percent
-    return task.phase in ("pending", "starting") and (cpu is None or cpu >= STARTING_CPU_PERCENT)
+    launched = task.started_at or now
+    return now - launched < max(STARTING_SECONDS, window) or cpu is None or cpu >= STARTING_CPU_PERCENT
 
 
 def origin(run: "Run") -> Diagnosis | None:

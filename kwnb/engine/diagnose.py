@@ -148,7 +148,8 @@ def peer_lost(tasks: list["Task"], now: float) -> list[Diagnosis]:
                     continue  # a peer that finished normally is reported unhealthy too: harmless
                 if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
                     continue  # it may be exiting normally right now
-                how = _ended(peer) if peer.returncode is not None else \
+                how = "was killed by the kernel's OOM killer" if peer.returncode == -9 and oom.evidence(peer) else \
+                    _ended(peer) if peer.returncode is not None else \
                     "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
                     "still runs but stopped answering (overloaded, or its network is down)"
                 lost[peer.position] = Diagnosis(
@@ -205,10 +206,12 @@ def killed(task: "Task") -> Diagnosis | None:
 
 
 def out_of_memory(task: "Task", found: "oom.OomEvidence") -> Diagnosis:
-    last, peak = task.vitals.rss, task.signals.peak_rss
-    held = f"it held {megabytes(last)} at kwnb's last look (peak {megabytes(peak)})" if peak else "kwnb had no sample"
+    last, peak = task.vitals.rss, task.signals.peak_rss  # (a sample taken as it died reads 0)
+    held = "kwnb had no memory sample of it" if not peak else \
+        f"its memory peaked at {megabytes(peak)}" + (f", {megabytes(last)} at kwnb's last look" if last else "")
     return Diagnosis("out_of_memory", task.position,
-                     f"{task.id} was killed by the kernel's OOM killer: {held}, against a limit of "
+                     f"{task.id} was killed by the kernel's OOM killer: {held} (resident, shared libraries included), "
+                     f"against a limit of "
                      f"{megabytes(found.limit)} ({found.limit_source}). Use less memory per task (smaller batches, "
                      f"fewer workers, data read from files rather than held in memory); `killed` instead would mean "
                      f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines])

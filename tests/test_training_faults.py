@@ -96,6 +96,19 @@ def test_input_that_runs_out_and_a_nan_loss_are_told_with_their_fix(tmp_path):
     assert not any(d.kind in ("error", "killed", "peer_lost", "uneven_steps") for d in run.diagnoses)
 
 
+def test_a_custom_loop_that_runs_out_of_data_is_input_exhausted_not_an_error(tmp_path):
+    run = launch(tmp_path, "loopdata", "10")
+    run.wait(240)
+    exhausted = only(run, "input_exhausted")
+    # 256 examples in global batches of 32: 8 steps, then the 9th finds none
+    assert "ran out of input data after step 8/40, diagnose_fit.py line" in exhausted.message, exhausted.message
+    assert "in <module> (tf.data: OutOfRangeError, End of sequence)" in exhausted.message
+    assert "End of sequence" in exhausted.evidence[0]
+    assert not any(d.kind in ("error", "uneven_steps") for d in run.diagnoses), run.summary()
+    assert exhausted.since - min(t.signals.input_exhausted[0] for t in run.workers) < CAUSE_SECONDS
+    assert "ran out of input data" in run.reason
+
+
 # ----- out_of_memory: worker 1 in a memory cgroup the test makes ---------------------------------------
 OOM_LIMIT = 700 * 2**20  # a TF task holds ~450 MB (its libraries count); it grows 50 MB a batch past this
 

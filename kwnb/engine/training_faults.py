@@ -139,7 +139,8 @@ def input_exhausted(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis 
     else:
         traceback = task.signals.traceback
         line = f", {traceback[1].where}" if traceback and traceback[1].where else ""
-        what = (f"{task.id}{also} ran out of input data{_at(task)}{line} (tf.data: OutOfRangeError, End of "
+        after = f" after {where(task)}" if where(task) else ""  # the last step it printed
+        what = (f"{task.id}{also} ran out of input data{after}{line} (tf.data: OutOfRangeError, End of "
                 f"sequence): .repeat() the dataset, or run only as many steps as each task's shard holds")
     return Diagnosis("input_exhausted", task.position, what, evidence=list(event.lines))
 

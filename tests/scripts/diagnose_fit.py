@@ -12,6 +12,7 @@
     data      two data mistakes at once: no repeat() (2 epochs of STEPS steps from 4 batches per worker), and
               unscaled inputs with a huge learning rate (the loss becomes NaN in the first epoch)
     loop      a custom training loop: the chief runs 4 x STEPS steps, worker 1 2 x STEPS, then exits 0
+    loopdata  the same loop on every task with 4 x STEPS steps each, from data that is not repeated (4 batches a task)
     hog       worker 1 holds 50 MB more per batch (run it in a memory cgroup: the OOM killer ends it)
 """
 import json
@@ -69,14 +70,14 @@ scale = 1000.0 if mode == "data" else 1.0
 x = (np.random.rand(256, 8) * scale).astype("float32")
 y = (x.sum(1) > 4 * scale).astype("int64")
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
-if mode != "data":
+if mode not in ("data", "loopdata"):
     dataset = dataset.repeat()
 optimizer = keras.optimizers.SGD(1e30) if mode == "data" else "adam"
 with strategy.scope():
     model = keras.Sequential([keras.layers.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
     model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-if mode == "loop":  # the tutorial's custom loop, with a step count per task (a learner's per-shard count)
-    loop_steps = 4 * steps if index == 0 else 2 * steps
+if mode in ("loop", "loopdata"):  # the tutorial's custom loop, with a step count per task (a learner's per-shard count)
+    loop_steps = 4 * steps if index == 0 or mode == "loopdata" else 2 * steps
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
 
     @tf.function

@@ -201,3 +201,50 @@ def test_no_false_alarm_with_three_clean_runs_at_once(tmp_path):
         late = abs(joined[0] - joined[1]) > 9  # kwnb says waiting_for_peers after a 10 s wait
         assert all(d.kind == "waiting_for_peers" and late for d in run.diagnosis_history), run.summary()
         assert run.stall_after == 60 and run.on_failure == "stop"  # the defaults a learner gets
+
+
+# ----- the rules on TF 2.21's captured logs (tests/data/tf-2.21/), without TensorFlow -------------------
+DATA = Path(__file__).parent / "data" / "tf-2.21"
+
+
+def replay(tmp_path, *tasks):
+    """Tasks that read a captured log each: (log name, exit code, seconds after 0 at which it ended)."""
+    from kwnb.engine.task import Task
+    from kwnb.task.tf_config import TaskId
+
+    made = []
+    for position, (name, code, ended) in enumerate(tasks):
+        task = Task(position, TaskId("worker", position), tmp_path / f"{position}.log", tmp_path / f"{position}.jsonl",
+                    10, user_files=("loop.py", "train.py"))
+        text = (DATA / name).read_bytes().decode()
+        task.metrics.feed(text)
+        task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=ended - 0.5 if code else 5.0)
+        task.returncode, task.ended_at, task.started_at, task.is_chief = code, ended, 0.0, position == 0
+        made.append(task)
+    return made
+
+
+def test_the_rules_on_captured_logs(tmp_path):
+    from kwnb.engine import training_faults as training
+
+    # The capture: worker 1 ran 25 steps and exited 0 at 6.0 s; the chief failed at 6.8 s ("Socket closed").
+    chief, early = replay(tmp_path, ("uneven-steps-worker-0.log", 1, 6.8), ("uneven-steps-worker-1.log", 0, 6.0))
+    (uneven,) = training.uneven_steps([chief, early], [])
+    assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
+    assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
+    # The issue's shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
+    # peer's exit 0 (the words of peer-stopped's survivor, with worker 1 as having exited normally first).
+    chief, early = replay(tmp_path, ("peer-stopped-worker-0.log", 1, 20.0), ("clean-worker-1.log", 0, 1.0))
+    assert [d.task for d in training.uneven_steps([chief, early], [])] == [1]
+    # A chief that outlives its peer by 15 s hears "unhealthy" too, and exits 0: nothing to say.
+    chief, early = replay(tmp_path, ("clean-chief-last-worker-0.log", 0, 20.0), ("clean-chief-last-worker-1.log", 0, 5.0))
+    assert training.uneven_steps([chief, early], []) == []
+    # Both tasks raised at different lines: different code paths, told on the chief.
+    chief, other = replay(tmp_path, ("shape-mismatch-worker-0.log", 1, 5.6), ("shape-mismatch-worker-1.log", 1, 6.5))
+    (paths,) = training.uneven_steps([chief, other], [])
+    assert paths.task == 0 and "loop.py line" in paths.message and "in chief_only_summary" in paths.message
+    assert training.input_exhausted([chief, other], []) is None and training.nan_loss([chief, other], []) is None
+    # NaN in the progress bars: the chief's first, at the first step kwnb read it.
+    chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
+    nan = training.nan_loss([chief, other], [])
+    assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN at epoch 1, step "), nan.message

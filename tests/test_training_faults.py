@@ -229,19 +229,19 @@ def test_the_rules_on_captured_logs(tmp_path):
 
     # The capture: worker 1 ran 25 steps and exited 0 at 6.0 s; the chief failed at 6.8 s ("Socket closed").
     chief, early = replay(tmp_path, ("uneven-steps-worker-0.log", 1, 6.8), ("uneven-steps-worker-1.log", 0, 6.0))
-    (uneven,) = training.uneven_steps([chief, early], [])
+    (uneven,) = training.uneven_steps([chief, early], [], 30.0)
     assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
     assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
     # The shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
     # peer's exit 0 (the words of peer-stopped's survivor, with worker 1 as having exited normally first).
     chief, early = replay(tmp_path, ("peer-stopped-worker-0.log", 1, 20.0), ("clean-worker-1.log", 0, 1.0))
-    assert [d.task for d in training.uneven_steps([chief, early], [])] == [1]
+    assert [d.task for d in training.uneven_steps([chief, early], [], 30.0)] == [1]
     # A chief that outlives its peer by 15 s hears "unhealthy" too, and exits 0: nothing to say.
     chief, early = replay(tmp_path, ("clean-chief-last-worker-0.log", 0, 20.0), ("clean-chief-last-worker-1.log", 0, 5.0))
-    assert training.uneven_steps([chief, early], []) == []
+    assert training.uneven_steps([chief, early], [], 30.0) == []
     # Both tasks raised at different lines: different code paths, told on the chief.
     chief, other = replay(tmp_path, ("shape-mismatch-worker-0.log", 1, 5.6), ("shape-mismatch-worker-1.log", 1, 6.5))
-    (paths,) = training.uneven_steps([chief, other], [])
+    (paths,) = training.uneven_steps([chief, other], [], 30.0)
     assert paths.task == 0 and "loop.py line" in paths.message and "in chief_only_summary" in paths.message
     assert training.input_exhausted([chief, other], []) is None and training.nan_loss([chief, other], []) is None
     # NaN in the progress bars: the chief's first, at the first step kwnb read it.

@@ -67,7 +67,7 @@ def findings(run: "Run", now: float) -> list[Diagnosis]:
     """What holds now. Called by the supervisor, the only writer of task state, so it needs no lock;
     it may take a few seconds when it asks stalled tasks for their stacks."""
     tasks, current = run.workers, run.diagnoses
-    found = [*waiting_for_peers(tasks, now), *peer_lost(tasks, now), *training.uneven_steps(tasks, current)]
+    found = [*waiting_for_peers(tasks, now), *peer_lost(tasks, now), *training.uneven_steps(tasks, current, now)]
     found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
     for task in tasks:
         oom.note(task)

@@ -25,6 +25,7 @@ SAME_STEPS = ("every task must run the same number of steps: repeat() the datase
               "or use drop_remainder=True with equal shards")
 # A main thread whose innermost frame is in these packages waits in TensorFlow (a collective, a step).
 _FRAMEWORK = ("/tensorflow/", "/tf_keras/", "/keras/", "/tensorflow_core/")
+TRACEBACK_WAIT_SECONDS = 5.0  # after a collective mismatch, for every task's traceback (which path it took)
 _BATCHES = re.compile(r"in this case, (\d+) batches")
 
 
@@ -45,10 +46,10 @@ def _at(task: "Task") -> str:
 
 
 # ----- uneven_steps ----------------------------------------------------------------------------------
-def uneven_steps(tasks: list["Task"], current: list[Diagnosis]) -> list[Diagnosis]:
+def uneven_steps(tasks: list["Task"], current: list[Diagnosis], now: float) -> list[Diagnosis]:
     """A task finished its loop (exit 0) while a peer still trained, and the peer then failed in a collective;
     or tasks met in one collective with different shapes (they took different code paths)."""
-    return [d for d in (_finished_early(tasks), _mismatch(tasks, current)) if d]
+    return [d for d in (_finished_early(tasks), _mismatch(tasks, current, now)) if d]
 
 
 def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
@@ -91,19 +92,23 @@ def _names(report, task: "Task") -> bool:
     return report.task == (task.task_type, task.index) or report.task is None
 
 
-def _mismatch(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None:
+def _mismatch(tasks: list["Task"], current: list[Diagnosis], now: float) -> Diagnosis | None:
     """TensorFlow's "Shape mismatch in the collective instance": the same line everywhere means the tasks ran
     different numbers of steps (fit with different steps_per_epoch); different lines, different code paths."""
     seen = [(t.signals.mismatch[0], t) for t in tasks if t.signals.mismatch is not None]
     if not seen:
         return None
-    event = seen[0][1].signals.mismatch[1]
+    first_seen, event = min(when for when, _ in seen), seen[0][1].signals.mismatch[1]
+    pending = [t for _, t in seen if t.alive and (t.signals.traceback is None or t.signals.traceback[0] < first_seen)]
+    if pending and now - first_seen < TRACEBACK_WAIT_SECONDS:
+        return None  # each task's traceback says which path it took: it follows the C++ lines within a second
     frames = {t.position: t.signals.traceback[1].where for t in tasks
               if t.signals.traceback is not None and t.signals.traceback[1].where is not None}
+    told = next((d.task for d in current if d.kind == "uneven_steps"), None)  # one diagnosis, on one task
     said = f"they met in one collective with different tensors (TensorFlow: collective instance {event.instance})"
     if len(set(map(str, frames.values()))) > 1:
         chief = next((t for _, t in seen if t.is_chief), None)  # chief-only code (save, evaluate, reduce): the usual
-        named = _first("uneven_steps", [(0, chief)] if chief else seen, current)
+        named = tasks[told] if told is not None else chief or seen[0][1]
         places = "; ".join(f"{tasks[p].id} in {frame}" for p, frame in sorted(frames.items()))
         message = (f"the tasks took different code paths ({places}): {said}. Every task must run the same "
                    f"collectives in the same order: code under `if task_index == 0` must not call fit, evaluate, "
@@ -113,7 +118,7 @@ def _mismatch(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None
         planned = [(t.metrics.steps_per_epoch * (t.metrics.total_epochs or 1), t.position, t) for t in tasks
                    if t.metrics.steps_per_epoch]
         fewest = min(planned)[2] if planned else tasks[0]
-        named = _first("uneven_steps", [(0, fewest)], current)
+        named = tasks[told] if told is not None else fewest
         places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
         message = f"the tasks ran different numbers of steps ({places}): {said}; {SAME_STEPS}"
     return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines))

@@ -248,3 +248,25 @@ def test_the_rules_on_captured_logs(tmp_path):
     chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
     nan = training.nan_loss([chief, other], [])
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN at epoch 1, step "), nan.message
+
+
+def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
+    """Where TensorFlow's heartbeat does not end it, a task left waiting in a collective for a peer that exited 0
+    is a hang: the stall is told as uneven_steps, on the task that finished."""
+    from types import SimpleNamespace
+
+    from kwnb.engine.diagnose import stalled
+
+    chief, early = replay(tmp_path, ("clean-worker-0.log", None, None), ("clean-worker-1.log", 0, 5.0))
+    in_collective = ('Current thread 0x00007f00 (most recent call first):\n'
+                     '  File "/venv/site-packages/tensorflow/python/eager/execute.py", line 53 in quick_execute\n'
+                     '  File "/job/main.py", line 30 in <module>\n'
+                     '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
+    run = SimpleNamespace(workers=[chief, early], user_files=("/job/main.py",), stall_after=60.0, name="main")
+    diagnosis = stalled(run, 100.0, {0: in_collective})
+    assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 1), diagnosis.message
+    assert diagnosis.message.startswith("worker 1 finished its training loop and exited normally while the others "
+                                        "still wait for it in a collective (worker 0 in main.py line 30, in <module>)")
+    early.returncode = None  # both alive, both in TensorFlow: a stall with no culprit, for the run as a whole
+    diagnosis = stalled(run, 100.0, {0: in_collective, 1: in_collective})
+    assert (diagnosis.kind, diagnosis.task) == ("stalled", None)

@@ -10,6 +10,7 @@ start, and one kernel log read per SIGKILLed task.
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ class Watched:
     machine_kills: int | None
     limit: int
     limit_source: str
+    started: float  # when the task started, in seconds since boot (the kernel log's clock): pids are reused
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,9 @@ def note(task: "Task") -> None:
     if seen is not None and seen.pid == task.pid and seen.cgroup == group:
         return
     limit, source = _limit(found)
+    started = time.monotonic() - (time.time() - (getattr(task, "started_at", None) or time.time()))
     _watched[task] = Watched(task.pid, group, limits.oom_kills(group) if group else None, limits.machine_oom_kills(),
-                             limit, source)
+                             limit, source, started - 1.0)
 
 
 def evidence(task: "Task") -> OomEvidence | None:
@@ -68,7 +71,8 @@ def evidence(task: "Task") -> OomEvidence | None:
     seen = _watched.get(task)
     if seen is None or seen.pid != task.pid:
         return None
-    lines = [line for line in kernel_log() if f"pid={seen.pid}," in line or f"process {seen.pid} " in line]
+    lines = [line for line in kernel_log(since=seen.started)
+             if f"pid={seen.pid}," in line or f"process {seen.pid} " in line]
     kills = limits.oom_kills(seen.cgroup) if seen.cgroup else None
     if kills is not None and seen.kills is not None and kills > seen.kills:
         lines.insert(0, f"cgroup v{seen.cgroup.version} {seen.cgroup.path}: oom_kill {seen.kills} -> {kills}")
@@ -80,8 +84,9 @@ def evidence(task: "Task") -> OomEvidence | None:
     return result
 
 
-def kernel_log() -> list[str]:
-    """The kernel's log lines, where this user may read them (root, or kernel.dmesg_restrict=0); else []."""
+def kernel_log(since: float = 0.0) -> list[str]:
+    """The kernel's log lines logged `since` seconds after boot or later, where this user may read them (root,
+    or kernel.dmesg_restrict=0); else []. A record is "level,sequence,microseconds since boot,flags;text"."""
     try:
         descriptor = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
@@ -98,7 +103,10 @@ def kernel_log() -> list[str]:
             if not record:
                 break
             size += len(record)
-            lines.append(record.decode("utf-8", "replace").partition(";")[2].rstrip("\n"))
+            head, _, text = record.decode("utf-8", "replace").partition(";")
+            fields = head.split(",")
+            if len(fields) > 2 and fields[2].isdigit() and int(fields[2]) / 1e6 >= since:
+                lines.append(text.rstrip("\n"))
     finally:
         os.close(descriptor)
     return lines

@@ -21,6 +21,9 @@ from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
+_SOURCE = SCRIPT.read_text().splitlines()
+RAISE_LINE = 1 + next(i for i, line in enumerate(_SOURCE) if "raise ValueError" in line)
+SLEEP_LINE = 1 + next(i for i, line in enumerate(_SOURCE) if "time.sleep(3600)" in line)
 
 
 def launch(tmp_path, mode, *extra, **options):
@@ -47,7 +50,7 @@ def test_an_exception_names_the_task_that_raised_and_its_line(tmp_path):
     assert not any(d.kind == "error" and d.task == 0 for d in run.diagnoses)  # the chief only failed second
     error = next(d for d in run.diagnoses if d.kind == "error")
     assert "ValueError: bad batch on worker 1" in error.message
-    assert "diagnose_fit.py line 45, in on_batch_end" in error.message
+    assert f"diagnose_fit.py line {RAISE_LINE}, in on_batch_end" in error.message
     assert any("ValueError" in line for line in error.evidence)
     assert error.since - run.workers[1].ended_at < 5
     assert run.reason.startswith("worker 1 failed with ValueError"), run.reason
@@ -101,13 +104,15 @@ def test_a_stall_says_where_each_task_is_blocked(tmp_path):
         stalled = next(d for d in run.diagnoses if d.kind == "stalled")
         last_output = max(task.signals.progress_at for task in run.workers)
         assert stalled.since - last_output < 8 + 10
-        assert "worker 1 in diagnose_fit.py line 47, in on_batch_end" in stalled.message, stalled.message
-        assert "worker 0 in diagnose_fit.py" in stalled.message
+        # The culprit: worker 1's main thread is in the learner's callback; the chief's is in TensorFlow.
+        assert stalled.task == 1, stalled.message
+        assert stalled.message.startswith(f"worker 1 in diagnose_fit.py line {SLEEP_LINE}, in on_batch_end: it is "
+                                          f"blocked in its own code and worker 0 waits for it in a collective")
         stacks = run.stacks()
         assert set(stacks) == {0, 1} and "on_batch_end" in stacks[1] and "Thread 0x" in stacks[1]
         if py_spy():  # optional: native frames where py-spy is installed and may attach
             native = run.stacks(1, native=True)[1]
-            assert "py-spy --native:" in native and "on_batch_end (diagnose_fit.py:47)" in native, native[-1500:]
+            assert "py-spy --native:" in native and f"on_batch_end (diagnose_fit.py:{SLEEP_LINE})" in native, native[-1500:]
         assert "===== " not in run.logs(1)  # stacks go to the run folder, not into the log
     finally:
         run.stop()
@@ -159,6 +164,25 @@ def test_blocked_at_reads_faulthandler_dumps():
     assert blocked_at(dump, ("/job/main.py",)) == "main.py line 17, in on_batch_end"
     assert blocked_at(dump) == "context.py line 600, in ensure_initialized"
     assert blocked_at("") is None
+
+
+def test_the_culprit_is_the_task_whose_main_thread_is_outside_tensorflow():
+    from kwnb.engine.training_faults import culprits
+
+    def dump(*innermost):
+        frames = "".join(f'  File "{f}", line 1 in f\n' for f in innermost)
+        return ('Thread 0x00007f01 (most recent call first):\n  File "/usr/lib/python3.11/threading.py", line 320 in wait\n\n'
+                f'Current thread 0x00007f00 (most recent call first):\n{frames}'
+                '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
+
+    waiting = dump("/venv/site-packages/tensorflow/python/eager/execute.py", "/venv/site-packages/tf_keras/src/engine/training.py",
+                   "/job/main.py")
+    in_callback = dump("/job/main.py", "/venv/site-packages/tf_keras/src/callbacks.py", "/job/main.py")
+    in_a_library = dump("/usr/lib/python3.11/queue.py", "/job/main.py")
+    assert culprits({0: waiting, 1: in_callback}) == [1]
+    assert culprits({0: waiting, 1: in_a_library}) == [1]
+    assert culprits({0: waiting, 1: waiting}) == []
+    assert culprits({0: "", 1: waiting}) == []  # no stack: never the culprit
 
 
 def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():

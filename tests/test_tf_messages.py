@@ -15,7 +15,7 @@ from chunking import random_chunks
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = ROOT / "kwnb" / "engine" / "tf_messages.py"
 DATA = Path(__file__).parent / "data" / "tf-2.21"
-USER_FILES = ("train.py", "keras3.py", "own_tf_config.py")  # the capture's scripts, matched by name
+USER_FILES = ("train.py", "keras3.py", "own_tf_config.py", "loop.py", "data_fit.py", "hog.py")  # the capture's scripts, matched by name
 
 
 def _load():
@@ -41,6 +41,7 @@ def _capture_script():
 
 tfm = _load()
 TRAIN = _capture_script().TRAIN.splitlines()  # the script the captured tracebacks point into
+TRAIN_LOOP = _capture_script().LOOP.splitlines()
 LOGS = sorted(p.name for p in DATA.glob("*.log"))
 
 
@@ -56,13 +57,15 @@ def of(events, cls) -> list:
     return [e for e in events if isinstance(e, cls)]
 
 
-FAILURES = (tfm.PeerUnavailable, tfm.PythonTraceback, tfm.Unhealthy, tfm.BindFailure, tfm.Keras3PerReplica)
+FAILURES = (tfm.PeerUnavailable, tfm.PythonTraceback, tfm.Unhealthy, tfm.BindFailure, tfm.Keras3PerReplica,
+            tfm.InputExhausted, tfm.CollectiveMismatch)
 
 
 def test_all_scenarios_captured():
     scenarios = {name.rsplit("-worker-", 1)[0] for name in LOGS}
     assert {"clean", "clean-chief-last", "waiting", "peer-killed", "peer-raises", "peer-stopped", "keras3",
-            "own-tf-config", "port-taken"} <= scenarios
+            "own-tf-config", "port-taken", "uneven-steps", "shape-mismatch", "input-exhausted-fit",
+            "input-exhausted-loop", "nan-loss", "out-of-memory"} <= scenarios
 
 
 @pytest.mark.parametrize("name", LOGS)
@@ -198,6 +201,62 @@ def test_port_taken():
     assert isinstance(bind.port, int) and "Failed to add port" in bind.lines[0]
     assert "Could not start gRPC server" in bind.lines[1]
     assert [type(e) for e in scan("port-taken-worker-1.log")] == [tfm.ServerStarted]  # then waits, silent
+
+
+def test_uneven_steps_the_task_that_ran_longer_loses_its_peer():
+    """Worker 1 ran 25 steps and exited 0; worker 0, at step 26 of 60, fails in the collective."""
+    chief, early = scan("uneven-steps-worker-0.log"), scan("uneven-steps-worker-1.log")
+    assert not [e for e in early if isinstance(e, FAILURES)]
+    assert read("uneven-steps-worker-1.log").rstrip().endswith("worker 1: done")
+    assert ("worker", 1) in {e.task for e in of(chief, tfm.PeerUnavailable)}
+    (tb,) = of(chief, tfm.PythonTraceback)
+    assert tb.short_type == "UnavailableError" and tb.where.function == "<module>"
+
+
+def test_shape_mismatch_is_read_on_both_tasks():
+    for index in (0, 1):
+        events = scan(f"shape-mismatch-worker-{index}.log")
+        (mismatch,) = of(events, tfm.CollectiveMismatch)
+        assert mismatch.instance > 0 and "Shape mismatch in the collective instance" in mismatch.lines[0]
+        (tb,) = of(events, tfm.PythonTraceback)
+        assert tb.short_type == "InvalidArgumentError"
+    (chief_tb,) = of(scan("shape-mismatch-worker-0.log"), tfm.PythonTraceback)
+    assert chief_tb.where.function == "chief_only_summary"  # the chief's own path: its user frame says where
+    (other_tb,) = of(scan("shape-mismatch-worker-1.log"), tfm.PythonTraceback)
+    assert other_tb.where.function == "<module>" and other_tb.where.line != chief_tb.where.line
+
+
+def test_type_mismatch_of_a_collective_instance_is_the_same_family():
+    line = ("E0000 00:00:1795523386.576338    8580 base_collective_executor.cc:252] BaseCollectiveExecutor::StartAbort "
+            "INTERNAL: Collective instance 109 expected type 0 and data_type 1 but got type 1 and data_type 1\n")
+    (mismatch,) = tfm.scan(line)
+    assert isinstance(mismatch, tfm.CollectiveMismatch) and mismatch.instance == 109
+
+
+def test_input_exhausted_in_fit_is_a_warning_glued_to_the_bar():
+    for index in (0, 1):
+        events = scan(f"input-exhausted-fit-worker-{index}.log")
+        (exhausted,) = of(events, tfm.InputExhausted)
+        # The bar Keras last drew (it redraws at most every 0.05 s), not necessarily the last step run.
+        bar = re.findall(r"(\d+)/5 \[", exhausted.lines[0])[-1]
+        assert (exhausted.source, exhausted.step, exhausted.steps) == ("keras", int(bar), 5)
+        assert not of(events, tfm.PythonTraceback)  # fit returns; the task exits 0
+
+
+def test_input_exhausted_in_a_custom_loop_is_end_of_sequence():
+    events = scan("input-exhausted-loop-worker-0.log")
+    (exhausted,) = of(events, tfm.InputExhausted)
+    assert exhausted.source == "tf.data" and "End of sequence" in exhausted.lines[0]
+    first, last = of(events, tfm.PythonTraceback)
+    assert first.short_type == "OutOfRangeError" and last.short_type == "StopIteration"
+    assert (last.where.function, TRAIN_LOOP[last.where.line - 1].strip()) == ("<module>", "loss = train_step(next(iterator))")
+
+
+def test_nan_loss_and_oom_leave_no_tensorflow_message():
+    """NaN is in the metrics (engine/metrics.py), an OOM kill in the cgroup's counter: the log says neither."""
+    for name in ("nan-loss-worker-0.log", "out-of-memory-worker-1.log"):
+        assert not [e for e in scan(name) if isinstance(e, FAILURES)], name
+    assert "loss: nan" in read("nan-loss-worker-0.log")
 
 
 def test_last_line_without_newline_is_read_at_close():

@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 import signal
 import socket
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import oom
 from . import stacks as stack_dumps
 from . import tf_messages as tf
+from . import training_faults as training
+from .diagnosis import Diagnosis, ended as _ended, signal_name
 from .summary import megabytes
 
 if TYPE_CHECKING:
@@ -26,24 +28,16 @@ WAIT_SECONDS = 10.0  # TensorFlow's own heartbeat timeout; a join that takes lon
 PEER_GRACE_SECONDS = 3.0  # a peer reported gone while its process still runs: wait this long for its exit
 TRANSIENT = ("waiting_for_peers", "stalled", "port_taken")
 # Collective failures a task raises because a peer is gone: consequences, not causes.
-CONSEQUENCES = ("UnavailableError", "CancelledError", "AbortedError", "DeadlineExceededError")
+CONSEQUENCES = training.CONSEQUENCES
 # Kinds that say where a failure started, for the run's reason (the earliest wins).
-ORIGINS = ("error", "killed", "keras3", "tf_config_overridden", "port_taken")
+ORIGINS = ("error", "killed", "out_of_memory", "uneven_steps", "input_exhausted", "keras3", "tf_config_overridden",
+           "port_taken")
+# A task not yet joining (importing TensorFlow, loading data) prints nothing for long: with 6 learners' runs at
+# once on 2 cores the join took up to 101 s (benchmarks/load.py). It counts as progressing for this long after
+# its launch, and after that while it uses CPU.
+STARTING_SECONDS = 300.0
+STARTING_CPU_PERCENT = 2.0
 MEMORY_HINT_SHARE = 0.5  # peak memory above this share of the machine's makes the OOM killer a suspect
-
-
-@dataclass
-class Diagnosis:
-    """One finding: what happened, to which task (its position; None for the whole run), what to do."""
-
-    kind: str
-    task: int | None
-    message: str
-    since: float = 0.0
-    evidence: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def merge(run: "Run", found: list[Diagnosis], now: float, final: bool = False) -> list[Diagnosis]:
@@ -72,10 +66,12 @@ def merge(run: "Run", found: list[Diagnosis], now: float, final: bool = False) -
 def findings(run: "Run", now: float) -> list[Diagnosis]:
     """What holds now. Called by the supervisor, the only writer of task state, so it needs no lock;
     it may take a few seconds when it asks stalled tasks for their stacks."""
-    tasks = run.workers
+    tasks, current = run.workers, run.diagnoses
     members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
-    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now)]
+    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now), *training.uneven_steps(members, current, now)]
+    found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
     for task in tasks:
+        oom.note(task)
         found += [d for d in (killed(task), error(task, run.script.name), keras3(task), tf_config_overridden(task),
                               port_taken(task)) if d]
     stall = _stall(run, now, waiting=any(d.kind == "waiting_for_peers" for d in found))
@@ -84,10 +80,22 @@ def findings(run: "Run", now: float) -> list[Diagnosis]:
 
 def _stall(run: "Run", now: float, waiting: bool) -> Diagnosis | None:
     live = [task for task in run.workers if task.alive]
-    if not run.stall_after or not live or waiting or any(now - t.signals.progress_at < run.stall_after for t in live):
+    if not run.stall_after or not live or waiting or any(_progressing(t, now, run.stall_after) for t in live):
         return None
-    current = next((d for d in run.diagnoses if d.kind == "stalled"), None)
+    current = next((d for d in run.diagnoses if d.kind in ("stalled", "uneven_steps")), None)
     return current or stalled(run, now, stack_dumps.capture(live))
+
+
+def _progressing(task: "Task", now: float, window: float) -> bool:
+    """New output within the window, or still starting (importing TensorFlow, loading data): under load an
+    import can take longer than the window with nothing printed, and a one-second CPU sample can read 0."""
+    if now - task.signals.progress_at < window:
+        return True
+    if task.phase not in ("pending", "starting"):
+        return False
+    cpu = task.vitals.cpu_percent
+    launched = task.started_at or now
+    return now - launched < max(STARTING_SECONDS, window) or cpu is None or cpu >= STARTING_CPU_PERCENT
 
 
 def origin(run: "Run") -> Diagnosis | None:
@@ -143,7 +151,8 @@ def peer_lost(tasks: list["Task"], now: float) -> list[Diagnosis]:
                     continue  # a peer that finished normally is reported unhealthy too: harmless
                 if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
                     continue  # it may be exiting normally right now
-                how = _ended(peer) if peer.returncode is not None else \
+                how = "was killed by the kernel's OOM killer" if peer.returncode == -9 and oom.evidence(peer) else \
+                    _ended(peer) if peer.returncode is not None else \
                     "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
                     "still runs but stopped answering (overloaded, or its network is down)"
                 lost[peer.position] = Diagnosis(
@@ -185,7 +194,10 @@ def killed(task: "Task") -> Diagnosis | None:
     if code is None or task.stop_requested or task.killed_by_kwnb or not (code < 0 or code == 128 + 9):
         return None
     number = -code if code < 0 else 9
-    name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
+    name = signal_name(number)
+    found = oom.evidence(task) if number == signal.SIGKILL else None
+    if found is not None:
+        return out_of_memory(task, found)
     peak = task.signals.peak_rss
     memory = f"; peak memory {megabytes(peak)}" if peak else ""
     hint = ""
@@ -196,11 +208,25 @@ def killed(task: "Task") -> Diagnosis | None:
                      evidence=[f"exit code {code}"])
 
 
+def out_of_memory(task: "Task", found: "oom.OomEvidence") -> Diagnosis:
+    last, peak = task.vitals.rss, task.signals.peak_rss  # (a sample taken as it died reads 0)
+    held = "kwnb had no memory sample of it" if not peak else \
+        f"its memory peaked at {megabytes(peak)}" + (f", {megabytes(last)} at kwnb's last look" if last else "")
+    return Diagnosis("out_of_memory", task.position,
+                     f"{task.id} was killed by the kernel's OOM killer: {held} (resident, shared libraries included), "
+                     f"against a limit of "
+                     f"{megabytes(found.limit)} ({found.limit_source}). Use less memory per task (smaller batches, "
+                     f"fewer workers, data read from files rather than held in memory); `killed` instead would mean "
+                     f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines])
+
+
 def error(task: "Task", script: str) -> Diagnosis | None:
     signals = task.signals
-    if signals.traceback is None or task.stop_requested or signals.keras3 or signals.bind_failure:
-        return None  # (keras3, port_taken or tf_config_overridden says what that failure means)
+    if signals.traceback is None or task.stop_requested or signals.keras3 or signals.bind_failure or signals.mismatch:
+        return None  # (keras3, port_taken, tf_config_overridden or uneven_steps says what that failure means)
     _, traceback = task.signals.traceback
+    if signals.input_exhausted and traceback.short_type in ("StopIteration", "OutOfRangeError"):
+        return None  # input_exhausted says it
     # Reached the script's top level: uncaught, so the task is ending with it (exiting can take seconds).
     uncaught = any(f.function == "<module>" and f.file.endswith(script) for f in traceback.frames)
     if task.returncode in (None, 0) and not uncaught:
@@ -249,24 +275,28 @@ def port_taken(task: "Task") -> Diagnosis | None:
 
 
 def stalled(run: "Run", now: float, dumps: dict[int, str]) -> Diagnosis:
-    """Every live task silent for run.stall_after seconds: where each one's main thread is blocked."""
-    places = []
+    """Every live task silent for run.stall_after seconds: where each one's main thread is blocked, and the
+    task the others wait for (its main thread is in the user's code, theirs in TensorFlow), where one is."""
+    places, evidence = {}, [text for _, text in sorted(dumps.items())]
     for position, text in sorted(dumps.items()):
         frame = stack_dumps.blocked_at(text, run.user_files)
-        places.append(f"{run.workers[position].id} in {frame}" if frame else f"{run.workers[position].id} (no stack)")
-    where = "; ".join(places) or "no task answered with its stacks"
-    return Diagnosis("stalled", None, f"no task has made progress for {run.stall_after:g} s: {where} "
-                                      f"(%kw_stack {run.name} shows every thread)",
-                     evidence=[text for _, text in sorted(dumps.items())])
-
-
-def _ended(task: "Task") -> str:
-    code = task.returncode
-    if code is not None and code < 0:
-        number = -code
-        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
-        return f"was killed by {name}"
-    return "exited normally" if code == 0 else f"crashed (exit code {code})"
+        places[position] = f"{run.workers[position].id} in {frame}" if frame else f"{run.workers[position].id} (no stack)"
+    where = "; ".join(places.values()) or "no task answered with its stacks"
+    silent = f"no task has made progress for {run.stall_after:g} s"
+    stacks = f"(%kw_stack {run.name} shows every thread)"
+    blocked = training.culprits(dumps)
+    if len(blocked) == 1 and len(dumps) > 1:
+        culprit, waiting = run.workers[blocked[0]], [run.workers[p].id for p in dumps if p != blocked[0]]
+        return Diagnosis("stalled", culprit.position,
+                         f"{places[culprit.position]}: it is blocked in its own code and "
+                         f"{', '.join(map(str, waiting))} wait{'s' * (len(waiting) == 1)} for it in a collective; "
+                         f"{silent} {stacks}", evidence=evidence)
+    finished = [t for t in run.workers if t.returncode == 0]
+    if dumps and not blocked and finished:
+        return Diagnosis("uneven_steps", finished[0].position,
+                         f"{finished[0].id} finished its training loop and exited normally while the others still wait "
+                         f"for it in a collective ({where}); {silent}: {training.SAME_STEPS}", evidence=evidence)
+    return Diagnosis("stalled", None, f"{silent}: {where} {stacks}", evidence=evidence)
 
 
 def _memory_was_high(peak: int) -> bool:

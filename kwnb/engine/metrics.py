@@ -8,6 +8,7 @@ Epochs are numbered from 0, as in Keras's `History.epoch`.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 _TOKENS = re.compile(
@@ -54,6 +55,7 @@ class MetricsParser:
         self._reported: dict[int, dict] = {}  # explicit kwnb.report() epoch values, which always win
         self._step_stride = 1
         self._seen_steps = 0
+        self.nonfinite: dict | None = None  # the first row with a NaN or infinite value, as parsed
 
     def feed(self, text: str) -> None:
         text = self._pending + text
@@ -101,12 +103,19 @@ class MetricsParser:
                 else:
                     self._add_step(epoch, step, {k: v * self.step_scale for k, v in metrics.items()})
 
+    def _check_finite(self, row: dict) -> None:
+        """Remember the first NaN or inf (a few isfinite calls per row: cheap enough for every row)."""
+        if self.nonfinite is None and not all(map(math.isfinite, row.values())):
+            self.nonfinite = row
+
     def _add_epoch(self, epoch: int, metrics: dict) -> None:
+        self._check_finite({"epoch": epoch, **metrics})
         # A restarted worker (BackupAndRestore) prints an epoch again: the latest value wins,
         # except over values stated with kwnb.report(), whichever file was read first.
         self.epochs[epoch] = {"epoch": epoch, **metrics, **self._reported.get(epoch, {})}
 
     def _add_step(self, epoch: int, step: int, metrics: dict, always: bool = False) -> None:
+        self._check_finite({"epoch": epoch, "step": step, **metrics})
         self._seen_steps += 1
         if self._seen_steps % self._step_stride and not always:
             return
@@ -119,6 +128,7 @@ class MetricsParser:
     def add_reported(self, row: dict) -> None:
         """A row from `kwnb.report()`: explicit, so it wins over what was parsed."""
         metrics = {k: float(v) for k, v in row.items() if k not in ("epoch", "step", "time") and _is_number(v)}
+        self._check_finite({**{k: row[k] for k in ("epoch", "step") if row.get(k) is not None}, **metrics})
         if row.get("epoch") is not None and row.get("step") is None:
             epoch = int(row["epoch"])
             self._reported[epoch] = {**self._reported.get(epoch, {}), **metrics}

@@ -52,6 +52,8 @@ class Signals:
     traceback: tuple | None = None  # (time, PythonTraceback): the last one
     keras3: tuple | None = None  # (time, Keras3PerReplica)
     bind_failure: tuple | None = None  # (time, BindFailure)
+    input_exhausted: tuple | None = None  # (time, InputExhausted): the first
+    mismatch: tuple | None = None  # (time, CollectiveMismatch): the first
     tf_config_set: dict | None = None  # {"tf_config": ..., "time": ...} when the script set its own
     progress_at: float = 0.0  # the last new output or report
     peak_rss: int = 0
@@ -74,6 +76,10 @@ class Signals:
                 self.keras3 = (now, event)
             elif isinstance(event, tf.BindFailure):
                 self.bind_failure = (now, event)
+            elif isinstance(event, tf.InputExhausted):
+                self.input_exhausted = self.input_exhausted or (now, event)
+            elif isinstance(event, tf.CollectiveMismatch):
+                self.mismatch = self.mismatch or (now, event)
 
 
 class Task:

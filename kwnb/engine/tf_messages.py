@@ -29,6 +29,7 @@ MARKERS = (
     "Started server with target", "has connected to coordination service", "Coordination agent has",
     "tasks to connect.", "Example stragglers:", "/task:", "unhealthy", "UNAVAILABLE", "grpc_status:14",
     "Traceback (most recent call last):", "PerReplica:", "Could not start gRPC server", "Failed to add port",
+    "Your input ran out of data", "Collective instance", "collective instance",
 )
 MAX_PENDING = 1 << 20  # an unterminated line longer than 1 MiB keeps its tail only: no marker is that long
 
@@ -44,6 +45,8 @@ _EXCEPTION = re.compile(r"([\w.]+)(?:: ?(.*))?")
 # seconds count from 1970; after it, "I1123 19:03:41.508971 ...".
 _ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ")
 _OLD_TF = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ")  # TF <= 2.15
+_PROGRESS = re.compile(r"(\d+)/(\d+) \[")  # the Keras bar a warning was glued to: "4/5 [====>..] - ..."
+_MISMATCH = re.compile(r"(Shape|Type|type) mismatch in the collective instance (\d+)|Collective instance (\d+) expected")
 _REASONS = ("Connection reset by peer", "Socket closed", "Connection refused", "failed to connect to all addresses")
 # Lines that continue a multi-line runtime message (straggler and unhealthy lists, gRPC error details).
 _CONTINUATIONS = (
@@ -182,6 +185,24 @@ class BindFailure(Event):
         return int(tail) if tail.isdigit() else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class InputExhausted(Event):
+    """The input ran out: Keras' "Your input ran out of data" warning (fit returns, exit 0), or tf.data's
+    OutOfRangeError "End of sequence" in a custom loop; `step`/`steps` from the progress bar it interrupted."""
+    source: str  # "keras" or "tf.data"
+    step: int | None = None
+    steps: int | None = None
+    kind = "input_exhausted"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveMismatch(Event):
+    """Tasks met in one collective instance with different shapes or op types: they ran different collectives
+    (a chief-only `strategy.reduce`, save or evaluate), so their code paths differed."""
+    instance: int | None
+    kind = "collective_mismatch"
+
+
 @dataclass
 class _Traceback:
     lines: list = field(default_factory=list)
@@ -276,6 +297,15 @@ class TfLogScanner:
             self._once(("bind", address), BindFailure(address=address, lines=evidence), events)
         elif "Attempt to convert a value (PerReplica:" in line:
             self._once(("keras3",), Keras3PerReplica(lines=(line,)), events)
+        elif "Your input ran out of data" in line:
+            match = _PROGRESS.findall(self._count(line[:line.find("Your input ran out of data")]))
+            step, steps = map(int, match[-1]) if match else (None, None)
+            self._once(("input",), InputExhausted(source="keras", step=step, steps=steps, lines=(line,)), events)
+        elif "ollective instance" in line:
+            match = _MISMATCH.search(self._count(line))
+            if match:
+                instance = int(match.group(2) or match.group(3))
+                self._once(("mismatch",), CollectiveMismatch(instance=instance, lines=(line,)), events)
 
     def _once(self, key, event: Event, events: list) -> None:
         if key not in self._seen:
@@ -338,6 +368,8 @@ class TfLogScanner:
         user = next((f for f in reversed(frames) if self._is_user(f.file)), None)
         events.append(PythonTraceback(exc_type=exc_type, message=message, frames=frames, user_frame=user,
                                       lines=(*tb.lines, line)))
+        if exc_type.endswith("OutOfRangeError") or "End of sequence" in message:
+            self._once(("input",), InputExhausted(source="tf.data", lines=(line,)), events)
         return False
 
     def _is_user(self, path: str) -> bool:

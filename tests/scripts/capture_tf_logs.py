@@ -120,7 +120,126 @@ model.fit(ds, epochs=2, steps_per_epoch=5, verbose=1)
 print("done", flush=True)
 '''
 
-SCRIPTS = {"train.py": TRAIN, "keras3.py": KERAS3, "own_tf_config.py": OWN_TF_CONFIG}
+LOOP = '''\
+"""A custom training loop under MultiWorkerMirroredStrategy; flags make the tasks differ."""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", default="40,40", help="steps of worker 0,worker 1")
+parser.add_argument("--examples", type=int, default=0, help="no repeat(): this many examples in all")
+parser.add_argument("--chief-reduce-at", type=int, default=-1, help="the chief alone reduces a tensor at this step")
+parser.add_argument("--sleep", type=float, default=0.05)
+args = parser.parse_args()
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+steps = int(args.steps.split(",")[index])
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x = np.random.rand(256, 8).astype("float32")
+y = (x.sum(1) > 4).astype("int64")
+ds = tf.data.Dataset.from_tensor_slices((x, y))
+ds = ds.take(args.examples).batch(16) if args.examples else ds.repeat().batch(16)
+iterator = iter(strategy.experimental_distribute_dataset(ds))
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(8,)), tf.keras.layers.Dense(2)])
+    optimizer = tf.keras.optimizers.SGD(0.1)
+loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+
+
+@tf.function
+def train_step(batch):
+    def step_fn(inputs):
+        features, labels = inputs
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(loss_object(labels, model(features, training=True)), global_batch_size=32)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+    return strategy.reduce("SUM", strategy.run(step_fn, args=(batch,)), axis=None)
+
+
+def chief_only_summary():
+    return strategy.reduce("SUM", strategy.run(lambda: tf.ones([3])), axis=None)
+
+
+for step in range(steps):
+    if index == 0 and step == args.chief_reduce_at:
+        print("worker 0: summary", chief_only_summary(), flush=True)
+    loss = train_step(next(iterator))
+    print(f"worker {index}: step {step + 1}/{steps}, loss: {float(loss):.4f}", flush=True)
+    time.sleep(args.sleep)
+print(f"worker {index}: done", flush=True)
+'''
+
+DATA_FIT = '''\
+"""A tiny tf.keras fit with the learner's data mistakes: too little data (no repeat()), or a loss that diverges."""
+import argparse
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=2)
+parser.add_argument("--steps", type=int, default=5)
+parser.add_argument("--examples", type=int, default=0, help="no repeat(): this many examples in all")
+parser.add_argument("--lr", type=float, default=0.001)
+parser.add_argument("--scale", type=float, default=1.0, help="inputs this large (unscaled data)")
+args = parser.parse_args()
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x = (np.random.rand(256, 8) * args.scale).astype("float32")
+y = (x.sum(1) > 4 * args.scale).astype("int64")
+ds = tf.data.Dataset.from_tensor_slices((x, y))
+ds = ds.take(args.examples).batch(32) if args.examples else ds.batch(32).repeat()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(8,)), tf.keras.layers.Dense(2)])
+    model.compile(tf.keras.optimizers.SGD(args.lr), tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+model.fit(ds, epochs=args.epochs, steps_per_epoch=args.steps, verbose=1)
+print(f"worker {index}: done", flush=True)
+'''
+
+HOG = '''\
+"""The same fit, then worker 1 holds ever more memory (a learner loading a big data set into RAM)."""
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x = np.random.rand(256, 8).astype("float32")
+y = (x.sum(1) > 4).astype("int64")
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(8,)), tf.keras.layers.Dense(2)])
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+class Hog(tf.keras.callbacks.Callback):
+    held = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        if index == 1:
+            self.held.append(np.ones(50 * 2**20, dtype=np.uint8))  # 50 MB a step, touched
+        time.sleep(0.1)
+
+
+model.fit(ds, epochs=2, steps_per_epoch=40, verbose=2, callbacks=[Hog()])
+print(f"worker {index}: done", flush=True)
+'''
+
+SCRIPTS = {"train.py": TRAIN, "keras3.py": KERAS3, "own_tf_config.py": OWN_TF_CONFIG, "loop.py": LOOP,
+           "data_fit.py": DATA_FIT, "hog.py": HOG}
+OOM_GROUP = Path("/sys/fs/cgroup/memory/kwnb-capture-oom")  # cgroup v1, as root; 2 is v2's memory.max
+OOM_LIMIT = 600 * 2**20
 POLL = 0.01  # seconds between log reads: enough to time the ~30 ms UnavailableError of the issue
 
 
@@ -140,15 +259,18 @@ class Cluster:
     def log(self, index: int) -> Path:
         return self.out / f"{self.name}-worker-{index}.log"
 
-    def start(self, index: int, script: str, args=(), legacy_keras=True) -> None:
+    def start(self, index: int, script: str, args=(), legacy_keras=True, cgroup: Path | None = None) -> None:
         config = {"cluster": {"worker": self.addresses}, "task": {"type": "worker", "index": index}}
         env = dict(os.environ, TF_CONFIG=json.dumps(config), CUDA_VISIBLE_DEVICES="-1", PYTHONUNBUFFERED="1")
         env.pop("TF_USE_LEGACY_KERAS", None)
         if legacy_keras:
             env["TF_USE_LEGACY_KERAS"] = "1"
         with open(self.log(index), "wb") as log:  # the child keeps its own descriptor
+            command = [sys.executable, str(self.workdir / script), *args]
+            if cgroup is not None:  # the shell joins the group, then becomes the worker
+                command = ["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh", *command]
             self.procs[index] = subprocess.Popen(
-                [sys.executable, str(self.workdir / script), *args], cwd=self.workdir, env=env,
+                command, cwd=self.workdir, env=env,
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         self.texts[index], self.offsets[index] = "", 0
 
@@ -332,6 +454,57 @@ def port_taken(c: Cluster) -> dict:
             **c.exit_report(c.t0)}
 
 
+def loop_scenario(args: list, marks=()) -> callable:
+    def scenario(c: Cluster) -> dict:
+        c.start(0, "loop.py", args), c.start(1, "loop.py", args)
+        seen = [(i, m) for i in range(2) for m in marks]
+        ok = c.wait(all_exited, 120, seen)
+        t1 = min(t for _, t in c.exits.values()) if c.exits else c.t0
+        return {"finished": ok, "args": args, "from the first exit": {f"worker {m[0]}: {m[1]}": after(t1, t)
+                                                                      for m, t in c.seen.items()},
+                **c.exit_report(c.t0)}
+    return scenario
+
+
+def data_fit(args: list, marks=()) -> callable:
+    def scenario(c: Cluster) -> dict:
+        c.start(0, "data_fit.py", args), c.start(1, "data_fit.py", args)
+        ok = c.wait(all_exited, 120, [(i, m) for i in range(2) for m in marks])
+        return {"finished": ok, "args": args, "from start": {f"worker {m[0]}: {m[1]}": after(c.t0, t)
+                                                             for m, t in c.seen.items()}, **c.exit_report(c.t0)}
+    return scenario
+
+
+def oom_counter() -> int | None:
+    for line in (OOM_GROUP / "memory.oom_control").read_text().splitlines():
+        if line.startswith("oom_kill "):
+            return int(line.split()[1])
+    return None
+
+
+def out_of_memory(c: Cluster) -> dict:
+    """Worker 1 runs in a memory cgroup of OOM_LIMIT bytes and grows by 50 MB a step until the OOM killer ends it."""
+    try:
+        OOM_GROUP.mkdir(exist_ok=True)
+        (OOM_GROUP / "memory.limit_in_bytes").write_text(str(OOM_LIMIT))
+    except OSError as error:
+        return {"skipped": f"cannot make a memory cgroup v1 at {OOM_GROUP}: {error}"}
+    try:
+        before = oom_counter()
+        c.start(0, "hog.py"), c.start(1, "hog.py", cgroup=OOM_GROUP)
+        c.wait(lambda c: 1 in c.exits, 120)
+        t1 = c.exits.get(1, (None, time.time()))[1]
+        c.wait(all_exited, 30)
+        kernel = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
+        pid = c.procs[1].pid
+        return {"limit": OOM_LIMIT, "oom_kill before": before, "oom_kill after": oom_counter(),
+                "kernel log": [line for line in kernel if f"pid={pid}," in line or f"process {pid} " in line],
+                **c.exit_report(t1)}
+    finally:
+        c.kill_all()
+        OOM_GROUP.rmdir()
+
+
 SCENARIOS = {
     "clean": clean, "clean-chief-last": clean_chief_last,
     "waiting": waiting, "waiting-for-chief": lambda c: waiting(c, index=1),
@@ -339,6 +512,12 @@ SCENARIOS = {
     "peer-raises": peer_raises, "peer-stopped": peer_stopped,
     "keras3": lambda c: keras3(c, legacy=False), "keras3-legacy-env": lambda c: keras3(c, legacy=True),
     "own-tf-config": own_tf_config, "port-taken": port_taken,
+    "uneven-steps": loop_scenario(["--steps", "60,25"], ["unhealthy", "UnavailableError", "Socket closed"]),
+    "shape-mismatch": loop_scenario(["--steps", "20,20", "--chief-reduce-at", "5"], ["Shape mismatch"]),
+    "input-exhausted-loop": loop_scenario(["--steps", "20,20", "--examples", "160"], ["End of sequence"]),
+    "input-exhausted-fit": data_fit(["--examples", "128"], ["Your input ran out of data"]),
+    "nan-loss": data_fit(["--lr", "1e30", "--scale", "1000", "--epochs", "3"], ["loss: nan"]),
+    "out-of-memory": out_of_memory,
 }
 
 

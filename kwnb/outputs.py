@@ -66,9 +66,12 @@ def draw_elsewhere(plan: dict) -> list[str]:
 def write_outputs(run) -> None:
     """curves.png (when there is something to plot) and timeline.png, then summary.txt, which names them."""
     try:
+        from .plotting import curve_lines
+
         plan = drawing_plan(run)
         drawn_here = "matplotlib.figure" in sys.modules
-        run.notes.extend(draw(plan) if drawn_here else draw_elsewhere(plan))
+        if plan["timeline"]["data"] is not None or curve_lines(plan["curves"]["series"]):  # else nothing to draw
+            run.notes.extend(draw(plan) if drawn_here else draw_elsewhere(plan))
     except Exception as error:  # the summary must be written whatever went wrong with the pictures
         run.notes.append(f"could not draw the run's pictures: {error}")
     run.folder.summary.write_text(format_summary(run) + "\n")

@@ -109,3 +109,12 @@ def test_the_magic_prints_the_same_screen(tmp_path, monkeypatch):
     assert "warn  tf-keras" in screen and "-m pip install 'tf-keras~=2.21.0'" in screen
     assert "warn  tensorboard" in screen and "TBNotInstalledError" in screen
     assert screen.endswith("a run cannot work here until tf-keras is fixed")
+
+
+def test_a_private_network_that_cannot_be_made_blocks_runs(monkeypatch):
+    monkeypatch.setattr(netns, "support", lambda: netns.Support("a seccomp filter", "", True))
+    blocked = doctor.network_check({"KWNB_NETWORK": "private"})
+    assert not blocked.ok and blocked.blocking and "unset KWNB_NETWORK" in blocked.fix
+    host = doctor.network_check({})
+    assert not host.ok and not host.blocking and host.text.startswith("host: kwnb cannot make a private network")
+    assert "user namespaces" in host.fix

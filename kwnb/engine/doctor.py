@@ -209,6 +209,10 @@ def network_check(environ: dict) -> Check:
     chosen = environ.get(NETWORK_ENV)
     how = (f"no user namespace needed (root)" if not found.user_namespace else "in a user namespace") + \
         (f", outside access through {found.tool}" if found.tool else "")
+    if chosen == "private" and not found.possible:
+        return Check("network", False, f"${NETWORK_ENV}=private, but kwnb cannot make a private network here "
+                     f"({found.forbidden_by}): every run fails to start", f"unset {NETWORK_ENV} (runs then use the "
+                     "host's network), or allow user namespaces", True)
     if chosen == "host":
         return Check("network", False, f"host (${NETWORK_ENV}=host): the tasks' unauthenticated gRPC ports are open "
                      "to other hosts", f"unset {NETWORK_ENV} to isolate runs" + ("" if found.complete else " where possible"))

@@ -1,6 +1,6 @@
 """What a run's end costs the kernel, and a dashboard with many tasks: the end-of-run pictures drawn in a
 subprocess (where the kernel has not loaded matplotlib) are the files drawn in-process; the live timeline
-is SVG; only the shown tab is kept current; the overview puts the task that matters first."""
+is drawn with Pillow; only the shown tab is kept current; the overview puts the task that matters first."""
 from __future__ import annotations
 
 import io
@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +17,7 @@ from PIL import Image
 import kwnb
 from kwnb.engine.vitals import Vitals
 from kwnb.outputs import draw
-from kwnb.timeline import PHASE_COLOURS, timeline_data, timeline_svg
+from kwnb.timeline import PHASE_COLOURS, timeline_data, timeline_live_png
 
 ROOT = Path(__file__).resolve().parent.parent
 BEHAVE = Path(__file__).parent / "scripts" / "behave.py"
@@ -41,7 +40,7 @@ print(json.dumps({"dir": str(run.dir), "plan": drawing_plan(run), "codes": run.e
 """
 
 
-def pixels(path) -> np.ndarray:
+def pixels(path) -> np.ndarray:  # a path or a file object
     return np.asarray(Image.open(path).convert("RGBA"))
 
 
@@ -73,22 +72,31 @@ def fake_run(phases_by_task, ended_at=None):
     return SimpleNamespace(name="r<1>", started_at=100.0, ended_at=ended_at, workers=tasks)
 
 
-def test_the_live_timeline_is_svg_with_a_bar_per_phase_and_marks():
+def test_the_live_timeline_is_drawn_without_matplotlib_as_the_saved_one_is(monkeypatch):
     run = fake_run([[(100.0, "starting"), (102.0, "joining"), (103.0, "training"), (109.0, "failed"),
                      (110.0, "starting"), (112.0, "training")],
                     [(100.0, "starting"), (104.0, "training"), (111.0, "finished")]])
     data = timeline_data(run, now=115.0)
-    svg = ET.fromstring(timeline_svg(data))
-    assert svg.get("width") == "756"  # the PNG's own size: 8.4 in at 90 dpi
-    namespace = "{http://www.w3.org/2000/svg}"
-    bars = [r for r in svg.iter(namespace + "rect") if r.get("fill") in PHASE_COLOURS.values()]
-    assert [r.find(namespace + "title").text for r in bars if r.find(namespace + "title") is not None] == [
-        "starting", "joining", "training", "starting", "training", "starting", "training"]
-    texts = [t.text for t in svg.iter(namespace + "text")]
-    assert "r<1>: phases of each task" in texts and "worker:0 (chief)" in texts and "seconds since launch" in texts
-    assert len(list(svg.iter(namespace + "circle"))) == 1  # worker 1 finished; worker 0's failure is an X
-    assert any(line.get("stroke-dasharray") for line in svg.iter(namespace + "line"))  # the restart
     assert json.loads(json.dumps(data)) == data  # plain data: what a subprocess is given
+    import kwnb.timeline
+
+    saved = pixels(io.BytesIO(kwnb.timeline.timeline_png(data)))
+    monkeypatch.setattr(kwnb.timeline, "timeline_figure", None)  # the live drawing must not need it
+    live = pixels(io.BytesIO(timeline_live_png(data)))
+    assert live.shape == saved.shape  # the same size: 8.4 in at 90 dpi, a lane's height per task
+    height, width = live.shape[:2]
+
+    def colour_at(image, t, lane):  # the middle of lane `lane` at t seconds, where the axes say
+        left, right, top, bottom = 1.45 * 90, 0.98 * width, 0.3 * 90, height - 0.8 * 90
+        x = left + t / (15 * 1.02) * (right - left)
+        y = top + (lane + 0.5) * (bottom - top) / 2
+        return "#%02X%02X%02X" % tuple(image[int(y), int(x)][:3])
+
+    for t, lane, phase in ((1, 0, "starting"), (2.5, 0, "joining"), (6.5, 0, "training"), (11, 0, "starting"),
+                           (13.5, 0, "training"), (2.5, 1, "starting"), (8.5, 1, "training")):
+        assert colour_at(live, t, lane) == colour_at(saved, t, lane) == PHASE_COLOURS[phase], (t, lane, phase)
+    assert colour_at(live, 9.5, 0) == colour_at(saved, 9.5, 0) == "#FFFFFF"  # failed, not yet restarted
+    assert colour_at(live, 13, 1) == "#FFFFFF"  # worker 1 finished at 11 s
 
 
 def test_many_tasks_the_shown_tab_is_current_and_the_failed_task_leads_the_overview(tmp_path):
@@ -105,6 +113,8 @@ def test_many_tasks_the_shown_tab_is_current_and_the_failed_task_leads_the_overv
             time.sleep(0.2)
         time.sleep(1)  # a few refreshes
         assert not run.done
+        assert dashboard.overview.value.startswith("<div") and "14 tasks: " in dashboard.overview.value
+        assert "1 failed" in dashboard.overview.value.split("<table")[0]
         assert "worker 0 started" in dashboard.logs[0].value
         assert [log.value for log in dashboard.logs[1:]] == [""] * 13  # hidden tabs wait
         dashboard.tabs.selected_index = 9
@@ -112,7 +122,7 @@ def test_many_tasks_the_shown_tab_is_current_and_the_failed_task_leads_the_overv
         assert "exit code <b>3</b>" in dashboard.headers[9].value
         while dashboard.timeline.layout.display == "none" and not run.done:
             time.sleep(0.2)
-        assert not run.done and dashboard.timeline.format == "svg+xml"  # drawn live without matplotlib
+        assert not run.done and bytes(dashboard.timeline.value).startswith(b"\x89PNG")
     finally:
         run.wait(60)
         dashboard._thread.join(30)

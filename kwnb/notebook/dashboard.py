@@ -18,12 +18,12 @@ import ipywidgets as widgets
 from ..engine.summary import format_summary
 from ..engine.tf_messages import is_runtime_line
 from ..plotting import LiveCurves, run_series
-from ..timeline import timeline_data, timeline_svg
+from ..timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, overview_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
-TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (an SVG draw costs ~1 ms, 64 lanes ~10)
+TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw costs a few ms, 64 lanes ~20)
 TIMELINE_IDLE_SECONDS = 5.0  # nothing changed but the clock: the bars grow
 # The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
 CURVES_CPU_SHARE = 0.05
@@ -204,16 +204,12 @@ class Dashboard:
             return
         cpu = time.thread_time()
         saved = run.folder.timeline
-        if run.done and saved.is_file():
-            image, kind = saved.read_bytes(), "png"
-        else:  # No lock: it reads lists the supervisor only appends to.
-            data = timeline_data(run)
-            image, kind = (timeline_svg(data).encode(), "svg+xml") if data else (None, "")
-        if image is None:
+        # No lock: it reads lists the supervisor only appends to.
+        png = saved.read_bytes() if run.done and saved.is_file() else _live_timeline(run)
+        if png is None:
             return
         self._timeline_phases = phases
-        with self.timeline.hold_sync():
-            self.timeline.format, self.timeline.value = kind, image
+        self.timeline.value = png
         self.timeline.layout.display = None
         self._timeline_at = now
         self._timeline_gap = max(TIMELINE_SECONDS, (time.thread_time() - cpu) / CURVES_CPU_SHARE)
@@ -274,6 +270,11 @@ class Dashboard:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = repr(self.run)
         return bundle
+
+
+def _live_timeline(run) -> bytes | None:
+    data = timeline_data(run)
+    return timeline_live_png(data) if data else None
 
 
 def settle(run, timeout: float = 10.0) -> None:

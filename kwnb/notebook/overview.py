@@ -14,7 +14,7 @@ from ..engine.summary import megabytes, rate_text
 PHASE_WORDS = {"pending": "queued", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
 COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
-MANY_TASKS = 12  # more rows than this and the overview scrolls (at most ~14 rows high) instead of growing
+MANY_TASKS = 12  # more rows than this: the tasks that matter first, and the table scrolls (~14 rows high)
 
 
 # Once per dashboard (in its hidden style widget), so that each refresh sends only the table's cells.
@@ -32,10 +32,24 @@ OVERVIEW_CSS = (".kwnb-overview{border-collapse:collapse;font-size:0.85em;margin
 def overview_html(run, diagnoses, badge) -> str:
     marked = {d.task for d in diagnoses}
     head = "".join(f"<th>{name}</th>" for name in COLUMNS)
-    rows = "".join(_row(task, task.position in marked, badge) for task in by_importance(run.workers, marked))
-    # Past MANY_TASKS rows the table scrolls in a box of its own, its head kept in view.
-    tall = " kwnb-overview-tall" if len(run.workers) > MANY_TASKS else ""
-    return f'<table class="kwnb-overview{tall}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
+    ordered = by_importance(run.workers, marked) if many else run.workers
+    rows = "".join(_row(task, task.position in marked, badge) for task in ordered)
+    body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    if not many:
+        return '<table class="kwnb-overview">' + body
+    # Past MANY_TASKS rows the table scrolls in a box of its own, its head kept in view, under a count.
+    return (f'<div style="font-size:0.85em">{counts(run.workers, marked)}</div>'
+            '<table class="kwnb-overview kwnb-overview-tall">' + body)
+
+
+def counts(tasks, marked: set) -> str:
+    """'64 tasks: 61 running, 2 finished, 1 failed; 1 with a diagnosis (first below)'."""
+    statuses: dict[str, int] = {}
+    for task in tasks:
+        statuses[task.status] = statuses.get(task.status, 0) + 1
+    text = f"{len(tasks)} tasks: " + ", ".join(f"{n} {status}" for status, n in statuses.items())
+    return html.escape(text + (f"; {len(marked)} with a diagnosis (first below)" if marked else ""))
 
 
 def by_importance(tasks, marked: set) -> list:

@@ -3,7 +3,7 @@
 a. The supervisor's cost with N idle workers (workloads/idle.py sleeps; no output, no TensorFlow):
    this process's CPU seconds per second of run.
 b. The log path's parsing cost per 100k plain lines, component by component (reading the file,
-   TerminalScreen.feed, MetricsParser.feed).
+   TerminalScreen.feed_text, the runtime-line count, MetricsParser.feed, TfLogScanner.feed).
 c. One instrumented kwnb run in the kernel: thread CPU seconds per kwnb function.
 d. The training job in the kernel with the dashboard, kwnb as it is against the curves drawn as
    before LiveCurves (benchmarks/patches.py), alternating.
@@ -49,12 +49,15 @@ def supervisor(cfg, workdir: Path, errors: list[str]) -> list[dict]:
 
 
 def _parse_costs(text_path: Path, lines: int) -> dict:
+    """What Task.apply does with each chunk of a log (kwnb/engine/task.py), part by part."""
+    from kwnb.engine import tf_messages
     from kwnb.engine.follow import FileFollower
     from kwnb.engine.metrics import MetricsParser
     from kwnb.engine.screen import TerminalScreen
 
     follower, screen, parser = FileFollower(text_path), TerminalScreen(300), MetricsParser()
-    costs = {"read": 0.0, "screen": 0.0, "metrics": 0.0}
+    scanner = tf_messages.TfLogScanner()
+    costs = {"read": 0.0, "screen": 0.0, "runtime": 0.0, "metrics": 0.0, "messages": 0.0}
     while True:
         t = time.process_time()
         text = follower.read_new()
@@ -62,11 +65,17 @@ def _parse_costs(text_path: Path, lines: int) -> dict:
         if not text:
             break
         t = time.process_time()
-        screen.feed(text)
+        finished = screen.feed_text(text)
         costs["screen"] += time.process_time() - t
+        t = time.process_time()
+        tf_messages.count_runtime_lines(finished)
+        costs["runtime"] += time.process_time() - t
         t = time.process_time()
         parser.feed(text)
         costs["metrics"] += time.process_time() - t
+        t = time.process_time()
+        scanner.feed(text)
+        costs["messages"] += time.process_time() - t
     per = lines / 100_000
     return {k: v / per for k, v in costs.items()}
 
@@ -91,10 +100,13 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
         values = [s["cpu_per_s"] if s["ok"] else None for s in sorted(
             (s for s in supervisor_samples if s["n"] == n), key=lambda s: s["round"])]
         out.append(row(section, f"supervisor CPU s per s, {n} idle workers", "kwnb", values, "s/s"))
-    labels = {"read": "FileFollower.read_new", "screen": "TerminalScreen.feed", "metrics": "MetricsParser.feed"}
+    labels = {"read": "FileFollower.read_new", "screen": "TerminalScreen.feed_text",
+              "runtime": "tf_messages.count_runtime_lines", "metrics": "MetricsParser.feed",
+              "messages": "TfLogScanner.feed"}
     for part, label in labels.items():
-        out.append(row(section, f"CPU s per 100k plain lines: {label}", "kwnb",
-                       [s[part] for s in parse["samples"]], "s"))
+        if all(part in s for s in parse["samples"]):  # runs before 2026-11-24 measured three parts
+            out.append(row(section, f"CPU s per 100k plain lines: {label}", "kwnb",
+                           [s[part] for s in parse["samples"]], "s"))
     return out, []
 
 
@@ -136,7 +148,7 @@ KERNEL_FUNCTIONS = [
     ("Run", "_refresh", "  Run._refresh (kwnb/engine/run.py)"),
     ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
     ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/engine/follow.py)"),
-    ("TerminalScreen", "feed", "    TerminalScreen.feed (kwnb/engine/screen.py)"),
+    ("TerminalScreen", "feed_text", "    TerminalScreen.feed_text (kwnb/engine/screen.py)"),
     ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/engine/metrics.py)"),
     ("Task", "observe", "    Task.observe: log reads, poll, port probe (kwnb/engine/task.py)"),
     ("Run", "_finish", "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/run.py)"),

@@ -7,7 +7,8 @@
 
 Writes OUT/latest.md and OUT/latest.json (OUT: benchmarks/results, or benchmarks/results/smoke
 for --smoke); workers' logs and run folders go to OUT/raw/ (not kept in git).
-Sections: bringup (1), throughput (2), logpath (3), scaling (4), profile (5), rerun (6). See benchmarks/README.md.
+Sections: bringup (1), throughput (2), logpath (3), scaling (4), profile (5), rerun (6), kernelcost (7).
+See benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ if __package__ in (None, ""):  # `python benchmarks/run.py` as well as `python -
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "benchmarks"
 
-from benchmarks import bringup, logpath, profile, rerun, scaling, throughput  # noqa: E402
+from benchmarks import bringup, kernelcost, logpath, profile, rerun, scaling, throughput  # noqa: E402
 from benchmarks.common import ROOT, SECTIONS, LoadSampler, log, machine_info, write_results  # noqa: E402
 
 
@@ -50,6 +51,7 @@ class Config:
     scaling_sizes: list = field(default_factory=lambda: [1, 2, 4, 8])
     scaling_rounds: int = 5
     scaling_steps: int = 5
+    task_counts: list = field(default_factory=lambda: [4, 16, 64])  # section 7's light tasks
     idle_sizes: list = field(default_factory=lambda: [2, 8])
     idle_seconds: float = 2.0
     parse_lines: int = 200_000
@@ -65,7 +67,7 @@ def smoke_config() -> Config:
     return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=10,
                   tutorial_sleep=2.0, pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
-                  scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, idle_sizes=[2], idle_seconds=1.0,
+                  scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=1.0,
                   parse_lines=20_000)
 
 
@@ -139,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                             "throughput": lambda: throughput.measure(cfg, workdir / "throughput", errors, kernel),
                             "logpath": lambda: logpath.measure(cfg, kernel, kernel_dir, errors),
                             "scaling": lambda: scaling.measure(cfg, kernel, kernel_dir, errors),
-                            "rerun": lambda: rerun.measure(cfg, workdir / "rerun", errors, kernel)}
-                for name in ("bringup", "throughput", "logpath", "scaling", "rerun"):
+                            "rerun": lambda: rerun.measure(cfg, workdir / "rerun", errors, kernel),
+                            "kernelcost": lambda: kernelcost.measure(cfg, kernel, kernel_dir, errors)}
+                for name in ("bringup", "throughput", "logpath", "scaling", "rerun", "kernelcost"):
                     if name in cfg.sections:
                         raw[name] = measures[name]()
                 if "profile" in cfg.sections:
@@ -180,7 +183,7 @@ def tabulate(raw: dict, cfg) -> tuple[list[dict], list[str]]:
     rows: list[dict] = []
     findings: list[str] = []
     for name, module in (("bringup", bringup), ("throughput", throughput), ("logpath", logpath),
-                         ("scaling", scaling)):
+                         ("scaling", scaling), ("kernelcost", kernelcost)):
         if name in raw:
             extra = (raw.get("throughput"),) if name == "bringup" else ()
             section_rows, section_findings = module.rows(raw[name], cfg, *extra)

@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run", help="run folder, or run name (its newest folder in .kwnb/runs or $KWNB_RUNS_DIR)")
     add_export_arguments(export)
     export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
+    doctor = commands.add_parser("doctor", help="check that a run can work here, and how well: one line per check, each "
+                                 "warning with its fix; exit code 1 when a run could not work")
+    doctor.add_argument("--python", default=None, metavar="PATH", help="the Python the tasks would run (default: this one)")
     return parser
 
 
@@ -95,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return export_command(args)
+    if args.command == "doctor":
+        from .engine import doctor
+
+        found = doctor.checks(args.python)
+        print(doctor.report(found))
+        return doctor.exit_code(found)
     try:
         if args.command == "tf-config":
             for config in tf_configs(args.workers, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):

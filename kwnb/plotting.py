@@ -1,17 +1,18 @@
 """Training curves as a matplotlib figure: one panel per metric, validation beside training.
 
 Built on `matplotlib.figure.Figure` with the Agg canvas, never pyplot, so drawing from the
-supervisor or dashboard thread cannot disturb the notebook's own plots or backend.
+supervisor or dashboard thread cannot disturb the notebook's own plots or backend. matplotlib is
+imported at the first figure, not with this module: a kernel whose runs report no metrics never pays
+its 0.4 CPU-s and 40 MB (benchmarks/README.md, section 3).
 """
 from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
-from PIL import Image
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MAX_PANELS = 4
 
@@ -56,8 +57,12 @@ def _lines(label: str, rows: dict, name: str) -> list[tuple]:
     return lines
 
 
-def _figure(panels: dict[str, list[tuple]], title: str) -> tuple[Figure, dict]:
+def _figure(panels: dict[str, list[tuple]], title: str) -> tuple["Figure", dict]:
     """The figure, and its lines by (panel, line label) for LiveCurves to move."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
     figure = Figure(figsize=(4.2 * len(panels), 3.2), dpi=90, layout="constrained")
     FigureCanvasAgg(figure)
     artists = {}
@@ -75,7 +80,7 @@ def _figure(panels: dict[str, list[tuple]], title: str) -> tuple[Figure, dict]:
     return figure, artists
 
 
-def curves_figure(series: dict[str, dict], title: str = "") -> Figure | None:
+def curves_figure(series: dict[str, dict], title: str = "") -> "Figure | None":
     """`series` maps a label to {'epochs': rows, 'steps': rows}; None when there is nothing to draw."""
     panels = curve_lines(series)
     return _figure(panels, title)[0] if panels else None
@@ -94,7 +99,7 @@ class LiveCurves:
 
     def __init__(self, title: str = ""):
         self.title = title
-        self._figure: Figure | None = None
+        self._figure: "Figure | None" = None
         self._artists: dict = {}
         self._layout = None
         self._laid_out_for = None
@@ -120,6 +125,8 @@ class LiveCurves:
         if labels != self._laid_out_for:
             self._layout.execute(self._figure)
             self._laid_out_for = labels
+        from PIL import Image
+
         canvas = self._figure.canvas
         canvas.draw()
         buffer = io.BytesIO()
@@ -154,14 +161,14 @@ def run_series(run, positions: list[int] | None = None) -> dict[str, dict]:
     return series
 
 
-def png_bytes(figure: Figure) -> bytes:
+def png_bytes(figure: "Figure") -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
 
 
-def save_curves(run, path: Path) -> Path | None:
-    figure = curves_figure(run_series(run), title=f"{run.name} (chief)")
+def save_curves(series: dict[str, dict], title: str, path: Path) -> Path | None:
+    figure = curves_figure(series, title=title)
     if figure is None:
         return None
     figure.savefig(path)

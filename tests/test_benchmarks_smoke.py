@@ -59,7 +59,7 @@ def test_every_comparison_was_measured(smoke):
         assert ROW_FIELDS <= set(r), r
         assert r["target_met"] in (True, False, None)
     sections = {r["section"].split(".")[0] for r in rows}
-    assert sections == {"1", "2", "3", "4", "5", "6"}
+    assert sections == {"1", "2", "3", "4", "5", "6", "7"}
 
     def measured(section: str, metric: str, method: str) -> dict:
         found = [r for r in rows if r["section"].startswith(section) and r["metric"].startswith(metric)

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -20,6 +21,31 @@ from .base import Launcher, Sample, TaskLaunch, TaskProcess
 from .catalog import LOCAL_ARGUMENTS, NETWORKS
 
 NETWORK_ENV = "KWNB_NETWORK"  # private or host: the default for runs that do not say (e.g. benchmarks: host)
+
+
+_children: dict[int, list[int]] = {}  # ppid -> pids, of every process on the machine
+_children_at = float("-inf")
+_children_lock = threading.Lock()
+
+
+def _descendant_pids(pid: int, fresh: bool = False) -> list[int]:
+    """Every descendant of `pid`, from one table of the machine's processes that all tasks share, made at
+    most once a second: psutil's children() walks all of /proc on each call, so 64 tasks each polled once
+    a second cost 64 walks a second, and each walk grows with the tasks too (issue 22)."""
+    global _children, _children_at
+    with _children_lock:
+        if fresh or time.monotonic() - _children_at >= 1.0:
+            table: dict[int, list[int]] = {}
+            for process in psutil.process_iter(["ppid"]):
+                table.setdefault(process.info["ppid"], []).append(process.pid)
+            _children, _children_at = table, time.monotonic()
+        children = _children
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
 
 
 class LocalProcess(TaskProcess):
@@ -39,14 +65,15 @@ class LocalProcess(TaskProcess):
             self._remember_descendants()
         return self._popen.poll()
 
-    def _remember_descendants(self) -> None:
+    def _remember_descendants(self, fresh: bool = False) -> None:
         # Children that leave the worker's process group would escape killpg; psutil finds them,
         # but only while the worker lives, so they are noted on every poll.
-        try:
-            for child in psutil.Process(self.pid).children(recursive=True):
-                self._descendants.setdefault(child.pid, child)
-        except psutil.Error:
-            pass
+        for pid in _descendant_pids(self.pid, fresh):
+            if pid not in self._descendants:
+                try:
+                    self._descendants[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    pass
 
     def sample(self) -> Sample | None:
         if self._popen.returncode is not None:
@@ -73,7 +100,7 @@ class LocalProcess(TaskProcess):
 
     def signal(self, signum: int) -> None:
         if self._popen.returncode is None:
-            self._remember_descendants()  # fresh at the moment it matters, whatever the poll throttle
+            self._remember_descendants(fresh=True)  # fresh at the moment it matters, whatever the poll throttle
             try:
                 os.killpg(self.pid, signum)  # the worker leads its own group: its children go too
             except ProcessLookupError:

@@ -216,7 +216,7 @@ class Task:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
         changed, now = bool(seen.text or seen.reported), time.time()
         if seen.text:
-            self.runtime_lines += sum(map(tf.is_runtime_line, self.screen.feed(seen.text)))
+            self.runtime_lines += tf.count_runtime_lines(self.screen.feed_text(seen.text))
             self.metrics.feed(seen.text)
             self.signals.record(self._scanner.feed(seen.text), now)
         if seen.reported:

@@ -82,6 +82,18 @@ def is_runtime_line(line: str) -> bool:
     return line.startswith(_CONTINUATIONS)
 
 
+# Where a line may begin that is_runtime_line could fold: one search over a burst of lines, so that the
+# learner's own lines (nearly all of a chatty log) are never looked at one by one.
+_RUNTIME_START = re.compile("\n(?=[IWEF]\\d|2\\d{3}-|/|" + "|".join(map(re.escape, _CONTINUATIONS)) + ")")
+
+
+def count_runtime_lines(finished: str) -> int:
+    """How many of the lines in `finished` (each ended by `\\n`) are runtime lines (is_runtime_line)."""
+    text = "\n" + finished
+    return sum(is_runtime_line(text[m.end():text.index("\n", m.end())].rstrip())
+               for m in _RUNTIME_START.finditer(text, 0, len(text) - 1))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Event:
     """Something TensorFlow said; `lines` are the log lines it was read from (the evidence)."""

@@ -18,13 +18,13 @@ import ipywidgets as widgets
 from ..engine.summary import format_summary
 from ..engine.tf_messages import is_runtime_line
 from ..plotting import LiveCurves, run_series
-from ..timeline import timeline_png
+from ..timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, overview_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
-TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a redraw costs 50-100 ms here)
-TIMELINE_IDLE_SECONDS = 5.0  # nothing changed but the clock: the bars grow (~60 ms a draw: ~1 % of a core)
+TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw costs a few ms, 64 lanes ~20)
+TIMELINE_IDLE_SECONDS = 5.0  # nothing changed but the clock: the bars grow
 # The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
 CURVES_CPU_SHARE = 0.05
 LOG_LINES = 300
@@ -113,7 +113,7 @@ class Dashboard:
                                            tooltip="TensorFlow's C++ runtime lines (I0000 ..., oneDNN, CUDA notices)")
                       for _ in run.workers]
         for i, fold in enumerate(self.folds):
-            fold.observe(lambda _, i=i: self._refold(i), names="value")
+            fold.observe(lambda _, i=i: self._refresh_tab(i), names="value")
         self.tabs = widgets.Tab(children=[
             widgets.VBox([h, widgets.HBox([p, l]), f, g])
             for h, p, l, f, g in zip(self.headers, self.progress, self.progress_labels, self.folds, self.logs)])
@@ -133,6 +133,8 @@ class Dashboard:
                                     self.banner, self.overview, self.tabs, self.curves_note, self.curves,
                                     self.timeline, tab_width])
         self.widget.add_class("kwnb-dashboard")
+        self._log_keys = [None] * len(run.workers)
+        self.tabs.observe(lambda change: self._refresh_tab(change["new"]), names="selected_index")
         self._curves_key = None
         self._curves_at = 0.0
         self._curves_gap = CURVES_SECONDS
@@ -159,25 +161,36 @@ class Dashboard:
                 self.tabs.titles = titles
             self._set(self.banner, "value", diagnoses_html(diagnoses))
             self._set(self.overview, "value", overview_html(run, diagnoses, badge))
-            for i, worker in enumerate(run.workers):
-                self._set(self.folds[i], "description", fold_label(worker, self.folds[i].value))
-                self._set(self.headers[i], "value", header_html(worker, diagnoses))
-                fraction, label = worker.metrics.progress()
-                if fraction is not None:
-                    self._set(self.progress[i], "value", fraction)
-                bar = {"finished": "success", "failed": "danger", "stopped": "warning"}.get(worker.status, "info")
-                self._set(self.progress[i], "bar_style", bar)
-                self._set(self.progress_labels[i], "value", label or worker.status)
-                self._set(self.logs[i], "value", log_html(worker, show_runtime=self.folds[i].value))
+            for i in range(len(run.workers)):
+                if i == self.tabs.selected_index or run.done:  # a hidden tab: when it is shown
+                    self._refresh_tab(i, diagnoses)
         self._refresh_curves(force_curves)
         self._refresh_timeline(force_curves and run.done)  # at the first display there is nothing to draw yet
 
-    def _refold(self, i: int) -> None:
-        """A fold toggled: redraw that tab's log at once rather than at the next refresh."""
+    def _refresh_tab(self, i: int | None, diagnoses=None) -> None:
+        """One tab: kept current while shown, brought up to date when shown or when its fold is toggled.
+
+        Hidden tabs wait (a tab's log costs ~0.3 ms a redraw, and its header changes every redraw: with
+        64 tasks at 4 redraws a second, every tab would cost the kernel 8 % of a core and the browser
+        256 messages a second); the overview above shows every task at once. A log is redrawn only when
+        its screen moved."""
+        if i is None or not 0 <= i < len(self.logs):
+            return
         worker = self.run.workers[i]
         with self.run._lock:
-            self._set(self.folds[i], "description", fold_label(worker, self.folds[i].value))
-            self._set(self.logs[i], "value", log_html(worker, show_runtime=self.folds[i].value))
+            self._set(self.headers[i], "value", header_html(worker, self.run.diagnoses if diagnoses is None else diagnoses))
+            fraction, label = worker.metrics.progress()
+            if fraction is not None:
+                self._set(self.progress[i], "value", fraction)
+            bar = {"finished": "success", "failed": "danger", "stopped": "warning"}.get(worker.status, "info")
+            self._set(self.progress[i], "bar_style", bar)
+            self._set(self.progress_labels[i], "value", label or worker.status)
+            screen, shown = worker.screen, self.folds[i].value
+            key = (screen.total_lines, screen.current, shown, worker.runtime_lines)
+            if self._log_keys[i] != key:
+                self._log_keys[i] = key
+                self._set(self.folds[i], "description", fold_label(worker, shown))
+                self._set(self.logs[i], "value", log_html(worker, show_runtime=shown))
 
     def _refresh_timeline(self, force: bool) -> None:
         """Redrawn when a phase changes (at most every TIMELINE_SECONDS) and every TIMELINE_IDLE_SECONDS
@@ -191,7 +204,7 @@ class Dashboard:
         cpu = time.thread_time()
         saved = run.folder.timeline
         # No lock: it reads lists the supervisor only appends to.
-        png = saved.read_bytes() if run.done and saved.is_file() else timeline_png(run)
+        png = saved.read_bytes() if run.done and saved.is_file() else _live_timeline(run)
         if png is None:
             return
         self._timeline_phases = phases
@@ -257,6 +270,11 @@ class Dashboard:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = repr(self.run)
         return bundle
+
+
+def _live_timeline(run) -> bytes | None:
+    data = timeline_data(run)
+    return timeline_live_png(data) if data else None
 
 
 def settle(run, timeout: float = 10.0) -> None:

@@ -233,6 +233,16 @@ class KwnbMagics(Magics):
 
     @line_magic
     @magic_arguments()
+    @argument("--python", default=None, metavar="PATH", help="the Python the tasks would run (default: the kernel's)")
+    def kw_doctor(self, line):
+        """Check that a run can work here, and how well (as `kwnb doctor`): TensorFlow and its companions, the
+        session's limits, whether a 2-worker run fits, the warm pool, the network; each warning with its fix."""
+        from ..engine import doctor
+
+        print(doctor.report(doctor.checks(self._parse(self.kw_doctor, line).python)))
+
+    @line_magic
+    @magic_arguments()
     @argument("name", help="run name")
     @argument("task", nargs="?", default=None, help="one task, by position or name (default: every live task)")
     @argument("--native", action="store_true", help="add native frames from py-spy, where it is installed")

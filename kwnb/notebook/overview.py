@@ -14,6 +14,7 @@ from ..engine.summary import megabytes, rate_text
 PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
 COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
+MANY_TASKS = 12  # more rows than this: the tasks that matter first, and the table scrolls (~14 rows high)
 
 
 # Once per dashboard (in its hidden style widget), so that each refresh sends only the table's cells.
@@ -23,15 +24,38 @@ COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "rest
 OVERVIEW_CSS = (".kwnb-overview{border-collapse:collapse;font-size:0.85em;margin:2px 0 4px 0;"
                 "display:block;max-width:100%;overflow-x:auto}.kwnb-dashboard .widget-html-content{min-width:0}"
                 ".kwnb-overview th{text-align:left;font-weight:600;padding:1px 10px 1px 0}"
-                ".kwnb-overview td{padding:1px 10px 1px 0;white-space:nowrap}")
+                ".kwnb-overview td{padding:1px 10px 1px 0;white-space:nowrap}"
+                ".kwnb-overview-tall{max-height:22em;overflow-y:auto}"
+                ".kwnb-overview-tall th{position:sticky;top:0;background:var(--jp-layout-color1,#fff)}")
 
 
 def overview_html(run, diagnoses, badge) -> str:
     marked = {d.task for d in diagnoses}
     head = "".join(f"<th>{name}</th>" for name in COLUMNS)
-    rows = "".join(_row(task, task.position in marked, badge) for task in run.workers)
-    return f'<table class="kwnb-overview"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
+    ordered = by_importance(run.workers, marked) if many else run.workers
+    rows = "".join(_row(task, task.position in marked, badge) for task in ordered)
+    body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    if not many:
+        return '<table class="kwnb-overview">' + body
+    # Past MANY_TASKS rows the table scrolls in a box of its own, its head kept in view, under a count.
+    return (f'<div style="font-size:0.85em">{counts(run.workers, marked)}</div>'
+            '<table class="kwnb-overview kwnb-overview-tall">' + body)
 
+
+def counts(tasks, marked: set) -> str:
+    """'64 tasks: 61 running, 2 finished, 1 failed; 1 with a diagnosis (first below)'."""
+    statuses: dict[str, int] = {}
+    for task in tasks:
+        statuses[task.status] = statuses.get(task.status, 0) + 1
+    text = f"{len(tasks)} tasks: " + ", ".join(f"{n} {status}" for status, n in statuses.items())
+    return html.escape(text + (f"; {len(marked)} with a diagnosis (first below)" if marked else ""))
+
+
+def by_importance(tasks, marked: set) -> list:
+    """The tasks that need a look first: those a diagnosis names, then failed ones, then the rest in order
+    (the chief first). With 64 tasks the one that matters is at the top, not somewhere in a long table."""
+    return sorted(tasks, key=lambda task: (task.position not in marked, task.status != "failed", task.position))
 
 
 def phase_words(task) -> str:

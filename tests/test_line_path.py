@@ -1,0 +1,59 @@
+"""The per-line path's shortcuts (engine/screen.py's plain bursts, tf_messages.count_runtime_lines) give
+the same answers as rendering and testing every line one by one, on real logs cut anywhere."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chunking import random_chunks
+from kwnb.engine import tf_messages as tf
+from kwnb.engine.screen import TerminalScreen, render_line
+
+DATA = Path(__file__).parent / "data"
+LOGS = sorted(p.relative_to(DATA).as_posix() for p in [*DATA.glob("*.log"), *DATA.glob("tf-2.21/*.log")])
+MIXED = ("plain line 1\nI0000 00:00:1795460621.508971  7334 port.cc:153] runtime   \n/job:worker/replica:0/task:1\n"
+         "Epoch 1/3\n 1/20 [>....] - ETA: 0s - loss: 0.5\r 2/20 [=>...] - loss: 0.4\nTo enable the following "
+         "instructions: AVX2\n\x1b[31mred\x1b[0m text  \n\nWARNING: All log messages before absl::InitializeLog()\n"
+         "2024-01-02 03:04:05.123456: I tensorflow/core/x.cc:1] old format\n" + "A user line\n" * 500 + "last, unfinished")
+
+
+def one_by_one(text: str, keep: int) -> tuple:
+    """The plain way: every line rendered and tested on its own."""
+    lines, line, cursor, finished = [], "", 0, []
+    for part in text.split("\n")[:-1]:
+        line, cursor = render_line(part, line, cursor)
+        finished.append(line.rstrip())
+        line, cursor = "", 0
+    current, _ = render_line(text.split("\n")[-1])
+    return finished[-keep:], len(finished), current, sum(map(tf.is_runtime_line, finished))
+
+
+@pytest.mark.parametrize("name", [*LOGS, "mixed"])
+@pytest.mark.parametrize("keep", [3, 300])
+def test_chunked_feeds_match_the_plain_way(name, keep):
+    text = MIXED if name == "mixed" else (DATA / name).read_bytes().decode("utf-8", errors="replace")
+    expected_lines, expected_total, expected_current, expected_runtime = one_by_one(text, keep)
+    for seed in (0, 1):
+        screen, runtime, returned = TerminalScreen(keep=keep), 0, []
+        for chunk in random_chunks(text, seed=seed, largest=5000):
+            finished = screen.feed_text(chunk)
+            runtime += tf.count_runtime_lines(finished)
+            returned += [line.rstrip() for line in finished.split("\n")[:-1]]
+        assert list(screen.lines) == expected_lines
+        assert screen.total_lines == expected_total == len(returned)
+        assert screen.current.rstrip() == expected_current.rstrip()
+        assert runtime == expected_runtime
+        assert returned[-keep:] == expected_lines
+    if name == "mixed":
+        assert expected_runtime == 5
+
+
+def test_a_burst_longer_than_keep_keeps_its_last_lines_and_counts_all():
+    screen = TerminalScreen(keep=2)
+    screen.feed("drawn\r")
+    assert screen.feed_text("over\nb  \nc\nd\n") == "overn\nb\nc\nd\n"  # after \r: rendered one by one
+    assert list(screen.lines) == ["c", "d"] and screen.total_lines == 4
+    screen.feed("e")
+    assert screen.feed_text("f\ng\nh\n") == "ef\ng\nh\n"  # plain: the line being drawn comes first
+    assert list(screen.lines) == ["g", "h"] and screen.total_lines == 7 and screen.current == ""

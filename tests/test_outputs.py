@@ -1,0 +1,130 @@
+"""What a run's end costs the kernel, and a dashboard with many tasks: the end-of-run pictures drawn in a
+subprocess (where the kernel has not loaded matplotlib) are the files drawn in-process; the live timeline
+is drawn with Pillow; only the shown tab is kept current; the overview puts the task that matters first."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from PIL import Image
+
+import kwnb
+from kwnb.engine.vitals import Vitals
+from kwnb.outputs import draw
+from kwnb.timeline import PHASE_COLOURS, timeline_data, timeline_live_png
+
+ROOT = Path(__file__).resolve().parent.parent
+BEHAVE = Path(__file__).parent / "scripts" / "behave.py"
+# Keras-like output, no TensorFlow: two epochs of progress lines, so the run has curves to draw.
+FIT = """import time
+for epoch in range(2):
+    print(f"Epoch {epoch + 1}/2", flush=True)
+    for step in range(1, 6):
+        print(f"{step}/5 [====] - loss: {1.0 / (epoch * 5 + step):.4f}", end="\\r" if step < 5 else "\\n", flush=True)
+        time.sleep(0.05)
+"""
+IN_FRESH_PYTHON = """
+import json, sys
+import kwnb
+from kwnb.outputs import drawing_plan
+run = kwnb.launch(sys.argv[1], n=2, name="fit", runs_dir=sys.argv[2], network="host", warm=False)
+run.wait(120)
+print(json.dumps({"dir": str(run.dir), "plan": drawing_plan(run), "codes": run.exit_codes, "notes": run.notes,
+                  "matplotlib": "matplotlib.figure" in sys.modules}))
+"""
+
+
+def pixels(path) -> np.ndarray:  # a path or a file object
+    return np.asarray(Image.open(path).convert("RGBA"))
+
+
+def test_pictures_drawn_in_a_subprocess_are_those_drawn_here(tmp_path):
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    done = subprocess.run([sys.executable, "-c", IN_FRESH_PYTHON, str(script), str(tmp_path / "runs")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["codes"] == [0, 0] and result["notes"] == []
+    assert not result["matplotlib"], "the launching process imported matplotlib: it should have drawn elsewhere"
+    run_dir, plan = Path(result["dir"]), result["plan"]
+    assert len(plan["curves"]["series"]["fit"]["epochs"]) == 2
+    summary = (run_dir / "summary.txt").read_text()
+    assert f"curves: {run_dir / 'curves.png'}" in summary and f"timeline: {run_dir / 'timeline.png'}" in summary
+    plan["curves"]["path"], plan["timeline"]["path"] = str(tmp_path / "c.png"), str(tmp_path / "t.png")
+    assert draw(plan) == []  # the same plan, drawn in this process
+    for name, here in (("curves.png", "c.png"), ("timeline.png", "t.png")):
+        assert np.array_equal(pixels(run_dir / name), pixels(tmp_path / here)), name
+
+
+def fake_run(phases_by_task, ended_at=None):
+    tasks = []
+    for position, phases in enumerate(phases_by_task):
+        vitals = Vitals()
+        vitals.phases = phases
+        tasks.append(SimpleNamespace(vitals=vitals, ended_at=ended_at, id=f"worker:{position}", is_chief=position == 0))
+    return SimpleNamespace(name="r<1>", started_at=100.0, ended_at=ended_at, workers=tasks)
+
+
+def test_the_live_timeline_is_drawn_without_matplotlib_as_the_saved_one_is(monkeypatch):
+    run = fake_run([[(100.0, "starting"), (102.0, "joining"), (103.0, "training"), (109.0, "failed"),
+                     (110.0, "starting"), (112.0, "training")],
+                    [(100.0, "starting"), (104.0, "training"), (111.0, "finished")]])
+    data = timeline_data(run, now=115.0)
+    assert json.loads(json.dumps(data)) == data  # plain data: what a subprocess is given
+    import kwnb.timeline
+
+    saved = pixels(io.BytesIO(kwnb.timeline.timeline_png(data)))
+    monkeypatch.setattr(kwnb.timeline, "timeline_figure", None)  # the live drawing must not need it
+    live = pixels(io.BytesIO(timeline_live_png(data)))
+    assert live.shape == saved.shape  # the same size: 8.4 in at 90 dpi, a lane's height per task
+    height, width = live.shape[:2]
+
+    def colour_at(image, t, lane):  # the middle of lane `lane` at t seconds, where the axes say
+        left, right, top, bottom = 1.45 * 90, 0.98 * width, 0.3 * 90, height - 0.8 * 90
+        x = left + t / (15 * 1.02) * (right - left)
+        y = top + (lane + 0.5) * (bottom - top) / 2
+        return "#%02X%02X%02X" % tuple(image[int(y), int(x)][:3])
+
+    for t, lane, phase in ((1, 0, "starting"), (2.5, 0, "joining"), (6.5, 0, "training"), (11, 0, "starting"),
+                           (13.5, 0, "training"), (2.5, 1, "starting"), (8.5, 1, "training")):
+        assert colour_at(live, t, lane) == colour_at(saved, t, lane) == PHASE_COLOURS[phase], (t, lane, phase)
+    assert colour_at(live, 9.5, 0) == colour_at(saved, 9.5, 0) == "#FFFFFF"  # failed, not yet restarted
+    assert colour_at(live, 13, 1) == "#FFFFFF"  # worker 1 finished at 11 s
+
+
+def test_many_tasks_the_shown_tab_is_current_and_the_failed_task_leads_the_overview(tmp_path):
+    from kwnb.notebook.dashboard import Dashboard
+
+    run = kwnb.launch(BEHAVE, n=14, name="many", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host",
+                      warm=False, args="--sleep 15 --fail-index 9 --code 3", on_failure="keep")
+    dashboard = Dashboard(run, print_summary=False)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run.workers[9].returncode is not None and "tall" in dashboard.overview.value
+                   and "worker 9" in dashboard.overview.value.split("<tbody>")[1][:300]):
+            assert time.monotonic() < deadline, dashboard.overview.value
+            time.sleep(0.2)
+        time.sleep(1)  # a few refreshes
+        assert not run.done
+        assert dashboard.overview.value.startswith("<div") and "14 tasks: " in dashboard.overview.value
+        assert "1 failed" in dashboard.overview.value.split("<table")[0]
+        assert "worker 0 started" in dashboard.logs[0].value
+        assert [log.value for log in dashboard.logs[1:]] == [""] * 13  # hidden tabs wait
+        dashboard.tabs.selected_index = 9
+        assert "failing with exit code 3" in dashboard.logs[9].value  # brought up to date when shown
+        assert "exit code <b>3</b>" in dashboard.headers[9].value
+        while dashboard.timeline.layout.display == "none" and not run.done:
+            time.sleep(0.2)
+        assert not run.done and bytes(dashboard.timeline.value).startswith(b"\x89PNG")
+    finally:
+        run.wait(60)
+        dashboard._thread.join(30)
+    assert all(f"worker {i} started" in log.value for i, log in enumerate(dashboard.logs))  # at the end, every tab
+    assert dashboard.timeline.format == "png" and bytes(dashboard.timeline.value).startswith(b"\x89PNG")

@@ -10,16 +10,17 @@ from .engine.summary import format_summary
 
 def write_outputs(run) -> None:
     """curves.png (when there is something to plot) and timeline.png, then summary.txt, which names them."""
+    snapshot = run.snapshot()
     try:
         from .plotting import save_curves
 
-        save_curves(run, run.folder.curves)
+        save_curves(snapshot, run.folder.curves)
     except Exception as error:  # curves are a bonus; a broken plot must not hide the result
         run.notes.append(f"could not save curves: {error}")
     try:
         from .timeline import save_timeline
 
-        save_timeline(run, run.folder.timeline)
+        save_timeline(snapshot, run.folder.timeline)
     except Exception as error:
         run.notes.append(f"could not save the timeline: {error}")
     run.folder.summary.write_text(format_summary(run) + "\n")

@@ -13,6 +13,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
+from .engine.snapshot import as_snapshot
+
 MAX_PANELS = 4
 
 
@@ -139,11 +141,12 @@ class LiveCurves:
 
 
 def run_series(run, positions: list[int] | None = None) -> dict[str, dict]:
-    positions = positions or [0]
+    """What curves_figure draws of a run (a RunSnapshot, engine/snapshot.py, or anything with `snapshot()`)."""
+    run, positions = as_snapshot(run), positions or [0]
     return {
         (run.name if len(positions) == 1 else f"{run.name} task {p}"): {
-            "epochs": run.history(p), "steps": run.step_history(p),
-            "steps_per_epoch": run.workers[p].metrics.steps_per_epoch}
+            "epochs": list(run.tasks[p].epochs), "steps": list(run.tasks[p].steps),
+            "steps_per_epoch": run.tasks[p].steps_per_epoch}
         for p in positions
     }
 
@@ -155,6 +158,7 @@ def png_bytes(figure: Figure) -> bytes:
 
 
 def save_curves(run, path: Path) -> Path | None:
+    run = as_snapshot(run)
     figure = curves_figure(run_series(run), title=f"{run.name} (chief)")
     if figure is None:
         return None

@@ -25,14 +25,16 @@ from typing import Callable
 
 from ..backends import Launcher, TaskLaunch, make_launcher
 from ..errors import NotPossible
-from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RunFolder, default_runs_dir, new_run_dir,
-                              write_description)
+from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir,
+                              new_run_dir, write_description)
 from . import cluster as clusters
 from . import diagnose, policy
 from .inputs import check_script, find_python
 from .tensorboard import TensorBoardScalars
 from . import stacks as stack_dumps
 from .reading import RunReading
+from .record import record_result
+from .snapshot import RunSnapshot, snapshot_of_run
 from .task import Task
 
 POLL_SECONDS = 0.1
@@ -90,7 +92,8 @@ class Run(RunReading):
         self.files = self._keep_files(files or [])
         self.workers = self._make_tasks(keep_lines)
         self._write_description()
-        self.on_end: list[Callable[[Run], None]] = list(on_end or [])  # called once, after every task ended
+        # Called once, after every task ended; the last records how the run went in run.json (engine/record.py).
+        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
         self._init_progress()
 
     def _init_progress(self) -> None:
@@ -139,6 +142,7 @@ class Run(RunReading):
 
     def _write_description(self) -> None:
         write_description(self.dir, {
+            "format": RUN_JSON_FORMAT,
             "name": self.name,
             "script": self.script.name,
             "args": self.args,
@@ -371,10 +375,14 @@ class Run(RunReading):
         """curves.png in the run folder, once a view has drawn it (at the end of the run)."""
         return self.folder.curves if self.folder.curves.is_file() else None
 
-    def summary(self) -> str:
-        from .summary import format_summary
+    def snapshot(self) -> RunSnapshot:
+        """An immutable copy of what views show (engine/snapshot.py), taken under the state lock:
+        render it holding no lock."""
+        with self._lock:
+            return snapshot_of_run(self)
 
-        return format_summary(self)
+    def summary(self) -> str:
+        return self.snapshot().summary()
 
     def __repr__(self) -> str:
         return f"<kwnb Run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"

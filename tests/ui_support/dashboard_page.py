@@ -99,6 +99,12 @@ SNAPSHOT_JS = """() => {
           return pre.getBoundingClientRect().bottom <= e.getBoundingClientRect().bottom + 2;
       return true; })(),
     img_box: img ? {shown: img.offsetWidth > 0 && img.offsetHeight > 0, width: img.clientWidth} : null,
+    // The %%kw_worker cell's output: the dashboard once, and its static account (for pages
+    // without widgets) never shown beside it, also after the run's end updated that output.
+    first_output: (() => { const area = document.querySelectorAll('.jp-Cell')[1].querySelector('.jp-OutputArea');
+      return {dashboards: area.querySelectorAll('.kwnb-dashboard').length,
+              dashboards_in_page: document.querySelectorAll('.kwnb-dashboard').length,
+              static_in_page: [...document.querySelectorAll('.kwnb-static')].filter(shown).length}; })(),
     answers: [...document.querySelectorAll('.jp-Cell')].slice(2, 3)
       .map(c => c.querySelector('.jp-OutputArea').textContent.trim()),
   };
@@ -410,6 +416,17 @@ def check_runtime_lines_folded(ui) -> None:
         assert "I0000" not in s["visible_log"], f"a runtime line shows while folded, at {s['t']:.1f} s"
     assert "I0000" in ui["unfolded"]["visible_log"] and toggle_text(ui["unfolded"]).endswith("shown - hide")
     assert "I0000" not in ui["refolded"]["visible_log"] and toggle_text(ui["refolded"]).endswith("hidden - show")
+
+
+def check_dashboard_shown_once(ui) -> None:
+    """The live view shows the widgets only: one dashboard in the cell that started the run, and not
+    the static account its output also carries, while the run goes and after its end updated that
+    output; in the reopened page (whose unsaved outputs are gone) the one the last cell shows again."""
+    live = [s["first_output"] for s in ui["snapshots"] if s] + [ui["final"]["first_output"]]
+    seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"]) for o in live}
+    assert seen == {(1, 1, 0)}, f"(dashboards in the run's cell, in the page, static accounts shown): {seen}"
+    reopened = ui["dark"]["first_output"]
+    assert (reopened["dashboards_in_page"], reopened["static_in_page"]) == (1, 0), reopened
 
 
 def check_timeline_drawn(ui) -> None:

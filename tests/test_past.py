@@ -211,3 +211,25 @@ def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path,
         release.set()
         run.stop()
     assert run.done
+
+
+READERS = ["engine/snapshot.py", "engine/past.py", "engine/record.py", "engine/summary.py", "timeline.py", "plotting.py",
+           "outputs.py", "notebook/dashboard.py", "notebook/overview.py", "notebook/static.py", "notebook/runs_magic.py"]
+
+
+def test_readers_import_nothing_from_run_py():
+    """Views render a snapshot: none of them imports engine/run.py, not even for type hints."""
+    import ast
+
+    package = Path(kwnb.__file__).parent
+    offenders = []
+    for name in READERS:
+        for node in ast.walk(ast.parse((package / name).read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{alias.name}" for alias in node.names]
+                if any(n.split(".")[-2:] in (["engine", "run"],) or n in ("run", ".run") or
+                       (node.level and n.lstrip(".") == "run") for n in names):
+                    offenders.append(f"{name}: from {'.' * node.level}{node.module or ''} import ...")
+            elif isinstance(node, ast.Import) and any(alias.name.endswith("engine.run") for alias in node.names):
+                offenders.append(f"{name}: import {node.names[0].name}")
+    assert not offenders, offenders

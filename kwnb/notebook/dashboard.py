@@ -89,7 +89,6 @@ class Dashboard:
 
     def __init__(self, source, parent=None):
         self.run = source
-        self._parent = parent
         self.display_id = f"kwnb-{uuid.uuid4().hex}"  # one output, updated in place when the run ends
         self._snapshot = snapshot = source.snapshot()
         tasks = snapshot.tasks
@@ -139,7 +138,7 @@ class Dashboard:
         self._drawing = threading.RLock()  # the follower thread and the run's end draw one at a time
         self._final_sent = False
         self._shown = False
-        self._parents: list[dict] = []  # the requests of the cells that showed it (see _update_display)
+        self._parents: list[dict] = [parent] if parent else []  # the cells that showed it (see _update_display)
         self.refresh(force_curves=True, snapshot=snapshot)
         if not snapshot.done and hasattr(source, "on_end"):
             # At the run's end, before wait() returns: a notebook run headless keeps the final account.
@@ -222,7 +221,8 @@ class Dashboard:
             setattr(widget, name, value)
 
     def _follow(self) -> None:
-        while not self._snapshot.done:
+        # The run's own `done`: set after its on_end callbacks (curves.png, timeline.png, _at_end) ran.
+        while not self.run.done:
             time.sleep(1 / REFRESH_HZ)
             try:
                 self.refresh()

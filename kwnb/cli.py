@@ -32,7 +32,28 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run", help="run folder, or run name (its newest folder in .kwnb/runs or $KWNB_RUNS_DIR)")
     add_export_arguments(export)
     export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
+    runs = commands.add_parser("runs", help="list the runs on disk (.kwnb/runs or $KWNB_RUNS_DIR), newest first")
+    runs.add_argument("--all", action="store_true", help="every run folder, not only the newest of each name")
+    show = commands.add_parser("show", help="print the summary of a past run (a run name or a run folder)")
+    show.add_argument("run")
     return parser
+
+
+def past_command(args) -> int:
+    """`kwnb runs [--all]` and `kwnb show RUN`: what engine/past.py reads from the run folders."""
+    from .engine.past import list_runs, listing_line, open_run
+
+    if args.command == "runs":
+        for listing in list_runs(newest_per_name=not args.all):
+            print(listing_line(listing))
+        return 0
+    try:
+        past = open_run(args.run)
+    except KwnbError as error:
+        print(f"kwnb: {error}", file=sys.stderr)
+        return 2
+    print(past.summary())
+    return 0
 
 
 def follow(run, out=None, all: bool = False) -> None:
@@ -92,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return export_command(args)
+    if args.command in ("runs", "show"):
+        return past_command(args)
     try:
         if args.command == "tf-config":
             for config in tf_configs(args.workers, args.ps, args.index):

@@ -233,3 +233,25 @@ def test_readers_import_nothing_from_run_py():
             elif isinstance(node, ast.Import) and any(alias.name.endswith("engine.run") for alias in node.names):
                 offenders.append(f"{name}: import {node.names[0].name}")
     assert not offenders, offenders
+
+
+def test_terminal_lists_and_shows_past_runs(runs, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    runs_dir, clean, _ = runs
+    truncated = copy_of(clean, tmp_path)
+    (truncated / "run.json").write_text("{\"name\": \"clean\", \"tas")
+    env = {**os.environ, "KWNB_RUNS_DIR": str(runs_dir)}
+
+    def kwnb_cli(*args):
+        return subprocess.run([sys.executable, "-m", "kwnb", *args], capture_output=True, text=True, env=env, timeout=60)
+
+    listed = kwnb_cli("runs")
+    assert listed.returncode == 0 and sorted(line.split()[0] for line in listed.stdout.splitlines()) == ["broken", "clean"]
+    shown = kwnb_cli("show", "clean")
+    assert shown.returncode == 0 and shown.stdout.strip() == clean.summary()
+    broken = kwnb_cli("show", str(truncated))
+    assert broken.returncode == 2 and broken.stdout == ""
+    assert broken.stderr.count("\n") == 1 and "cut short or not JSON" in broken.stderr, broken.stderr

@@ -239,6 +239,16 @@ def list_runs(runs_dir: str | os.PathLike | None = None, newest_per_name: bool =
     return [listing for listing in listings if not (listing.name in seen or seen.add(listing.name))]
 
 
+def listing_line(listing: RunListing) -> str:
+    """One run folder as `%kw_runs` and `kwnb runs` list it: name, when, status, tasks, duration, folder."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(listing.started)) if listing.started else "?"
+    if listing.problem:
+        return f"{listing.folder.name:<16} {when}  unreadable: {listing.problem}"
+    duration = "-" if listing.duration is None else f"{listing.duration:.1f} s"
+    return (f"{listing.name:<16} {when}  {listing.status:<9} {listing.tasks} task{'s' * (listing.tasks != 1)}  "
+            f"{duration:>9}  {listing.folder}")
+
+
 def _listing(folder: Path) -> RunListing:
     """Reads run.json only (not the logs): listing many runs stays quick."""
     try:

@@ -2,24 +2,12 @@
 kernel restart as well (engine/past.py reads the folders)."""
 from __future__ import annotations
 
-import time
-
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .. import api
 from ..errors import KwnbError
-
-
-def runs_line(listing) -> str:
-    """One run folder as %kw_runs lists it: name, when, status, tasks, duration, folder."""
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(listing.started)) if listing.started else "?"
-    if listing.problem:
-        return f"{listing.folder.name:<16} {when}  unreadable: {listing.problem}"
-    duration = "-" if listing.duration is None else f"{listing.duration:.1f} s"
-    return (f"{listing.name:<16} {when}  {listing.status:<9} {listing.tasks} task{'s' * (listing.tasks != 1)}  "
-            f"{duration:>9}  {listing.folder}")
 
 
 @magics_class
@@ -30,14 +18,14 @@ class PastRunMagics(Magics):
     def kw_runs(self, line):
         """The runs on disk (.kwnb/runs, or $KWNB_RUNS_DIR), newest first: name, when, status, tasks,
         duration. Without --all, the newest folder of each name (what %kw_show NAME opens)."""
-        from ..engine.past import list_runs
+        from ..engine.past import list_runs, listing_line
 
         args = parse_argstring(self.kw_runs, line)
         listings = list_runs(newest_per_name=not args.all)
         if not listings:
             print("kwnb: no run folder yet (runs are kept in .kwnb/runs of the working directory)")
         for listing in listings:
-            print(runs_line(listing))
+            print(listing_line(listing))
 
     @line_magic
     @magic_arguments()

@@ -378,8 +378,9 @@ class Run(RunReading):
     def snapshot(self) -> RunSnapshot:
         """An immutable copy of what views show (engine/snapshot.py), taken under the state lock:
         render it holding no lock."""
+        where = [task.where for task in self.workers]  # may read a file (a Slurm task's placement): not under the lock
         with self._lock:
-            return snapshot_of_run(self)
+            return snapshot_of_run(self, where)
 
     def summary(self) -> str:
         return self.snapshot().summary()

@@ -145,14 +145,14 @@ def copy_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
     return dataclasses.replace(diagnosis, evidence=list(diagnosis.evidence))
 
 
-def view_of_task(task, now: float) -> TaskView:
+def view_of_task(task, now: float, where: str = "") -> TaskView:
     """A live task (engine/task.py) as views show it; called under the run's state lock."""
     vitals, metrics, screen = task.vitals, task.metrics, task.screen
     tail = screen.tail(LOG_LINES)
     rate = vitals.rate if task.alive else vitals.mean_rate(task)
     return TaskView(
         position=task.position, id=task.id, is_chief=task.is_chief, status=task.status, phase=task.phase,
-        returncode=task.returncode, pid=task.pid, where=task.where, address=task.address,
+        returncode=task.returncode, pid=task.pid, where=where, address=task.address,
         started_at=task.started_at, ended_at=task.ended_at, elapsed=task.elapsed, restarts=task.restarts,
         warm=task.warm, alive=task.alive, phases=tuple(vitals.phases), tail=tuple(tail),
         total_lines=screen.total_lines + (1 if screen.current.strip() else 0), runtime_lines=task.runtime_lines,
@@ -161,10 +161,11 @@ def view_of_task(task, now: float) -> TaskView:
         rss=vitals.rss, peak_rss=task.signals.peak_rss, rate=rate, time_in=vitals.time_in(until=task.ended_at or now))
 
 
-def snapshot_of_run(run) -> RunSnapshot:
-    """A live run (engine/run.py) as views show it; called under its state lock by Run.snapshot()."""
+def snapshot_of_run(run, where: list[str]) -> RunSnapshot:
+    """A live run (engine/run.py) as views show it; called under its state lock by Run.snapshot(), with
+    where each task runs (`where`, looked up before: under Slurm it may read a file)."""
     now = time.time()
-    tasks = tuple(view_of_task(task, now) for task in run.workers)
+    tasks = tuple(view_of_task(task, now, place) for task, place in zip(run.workers, where))
     ended = all(task.returncode is not None for task in tasks) and run.ended_at is not None
     return RunSnapshot(
         name=run.name, dir=run.dir, status=run.status, done=run.done or ended, tasks=tasks,

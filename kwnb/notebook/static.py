@@ -16,6 +16,10 @@ import html
 from .overview import OVERVIEW_CSS, badge, diagnoses_html, overview_html
 
 STATIC_CLASS = "kwnb-static"  # what the browser test looks for: never shown beside the live widgets
+# Pages style rendered HTML their own way (nbconvert's lab template right-aligns table cells and
+# sets pre in the text font): these rules are more specific than theirs.
+STATIC_CSS = (f".{STATIC_CLASS} .kwnb-overview th,.{STATIC_CLASS} .kwnb-overview td{{text-align:left}}"
+              f".{STATIC_CLASS} pre{{font-family:monospace;font-size:0.85em;line-height:1.3;white-space:pre}}")
 
 
 def title_html(snapshot) -> str:
@@ -35,7 +39,7 @@ def png_tag(png: bytes | None, alt: str) -> str:
 
 def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = None) -> str:
     """The account as HTML: title, diagnoses, overview, curves and timeline, and (once ended) the summary."""
-    parts = [f"<style>{OVERVIEW_CSS}</style>", f"<div>{title_html(snapshot)}</div>",
+    parts = [f"<style>{OVERVIEW_CSS}{STATIC_CSS}</style>", f"<div>{title_html(snapshot)}</div>",
              diagnoses_html(snapshot.diagnoses), overview_html(snapshot, snapshot.diagnoses),
              png_tag(curves, f"{snapshot.name}: the chief's curves"),
              png_tag(timeline, f"{snapshot.name}: phases of each task")]

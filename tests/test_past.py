@@ -125,6 +125,11 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     assert any("history.json" in m for m in past.missing)
     assert past.history() == clean.history()  # read again from the logs and kwnb.report() rows
     assert "exit codes: unknown, unknown" in past.summary() and "not recorded: " in past.summary()
+    from kwnb.notebook.dashboard import Dashboard
+
+    shown = Dashboard(past)
+    assert "not recorded: how the run ended" in shown.banner.value and "UNKNOWN" in shown.title.value
+    assert "not recorded: how the run ended" in shown._bundle()["text/html"]
 
     deleted = copy_of(clean, tmp_path / "deleted")
     (deleted / "worker-1.log").unlink()

@@ -28,7 +28,7 @@ from ..engine.tf_messages import is_runtime_line
 from ..plotting import LiveCurves, run_series
 from ..timeline import timeline_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html  # noqa: F401 (re-exported)
-from .static import static_html, title_html
+from .static import missing_html, static_html, title_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
@@ -156,7 +156,7 @@ class Dashboard:
             titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.tasks)
             if tuple(self.tabs.titles) != titles:
                 self.tabs.titles = titles
-            self._set(self.banner, "value", diagnoses_html(diagnoses))
+            self._set(self.banner, "value", missing_html(run.missing) + diagnoses_html(diagnoses))
             self._set(self.overview, "value", overview_html(run, diagnoses))
             for i, worker in enumerate(run.tasks):
                 self._set(self.folds[i], "description", fold_label(worker, self.folds[i].value))

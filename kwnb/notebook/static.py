@@ -30,6 +30,12 @@ def title_html(snapshot) -> str:
             + (f" &nbsp;·&nbsp; {html.escape(snapshot.reason)}" if snapshot.reason else ""))
 
 
+def missing_html(missing) -> str:
+    """What a past run's folder could not tell (an older kwnb wrote it, a file was deleted)."""
+    return "".join(f'<div style="font-size:0.85em;opacity:0.8">not recorded: {html.escape(what)}</div>'
+                   for what in missing)
+
+
 def png_tag(png: bytes | None, alt: str) -> str:
     if not png:
         return ""
@@ -40,7 +46,7 @@ def png_tag(png: bytes | None, alt: str) -> str:
 def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = None) -> str:
     """The account as HTML: title, diagnoses, overview, curves and timeline, and (once ended) the summary."""
     parts = [f"<style>{OVERVIEW_CSS}{STATIC_CSS}</style>", f"<div>{title_html(snapshot)}</div>",
-             diagnoses_html(snapshot.diagnoses), overview_html(snapshot, snapshot.diagnoses),
+             missing_html(snapshot.missing), diagnoses_html(snapshot.diagnoses), overview_html(snapshot, snapshot.diagnoses),
              png_tag(curves, f"{snapshot.name}: the chief's curves"),
              png_tag(timeline, f"{snapshot.name}: phases of each task")]
     if snapshot.done:

@@ -29,8 +29,9 @@ def write_result(snapshot) -> None:
     description = json.loads(folder.description.read_text(encoding="utf-8"))
     description.update({"format": RUN_JSON_FORMAT, "result": result_of(snapshot)})
     write_json(folder.description, description)
-    write_json(folder.path / HISTORY, {"tasks": [{"epochs": list(task.epochs), "steps": list(task.steps),
-                                                  "steps_per_epoch": task.steps_per_epoch} for task in snapshot.tasks]})
+    rows = {"tasks": [{"epochs": list(task.epochs), "steps": list(task.steps), "steps_per_epoch": task.steps_per_epoch}
+                      for task in snapshot.tasks]}
+    write_json(folder.path / HISTORY, rows, indent=None)  # compact: up to 20,000 step rows a task
 
 
 def result_of(snapshot) -> dict:
@@ -60,10 +61,9 @@ def diagnosis_record(diagnosis) -> dict:
             "evidence": list(diagnosis.evidence)}
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict, indent: int | None = 1) -> None:
     """Private (0600, like run.json, which may hold secrets in its env) and atomic."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with os.fdopen(os.open(temporary, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "w") as handle:
-        json.dump(data, handle, indent=1)
-        handle.write("\n")
+        handle.write(json.dumps(data, indent=indent) + "\n")  # dumps: json.dump never uses the C encoder
     os.replace(temporary, path)

@@ -92,7 +92,7 @@ class Run(RunReading):
         self.files = self._keep_files(files or [])
         self.workers = self._make_tasks(keep_lines)
         self._write_description()
-        # Called once, after every task ended; the last records how the run went in run.json (engine/record.py).
+        # Called once, after every task ended; record_result writes how the run went into run.json (engine/record.py).
         self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
         self._init_progress()
 

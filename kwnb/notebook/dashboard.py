@@ -147,8 +147,12 @@ class Dashboard:
         self._thread.start()
 
     def refresh(self, force_curves: bool = False, snapshot=None) -> None:
+        # Taken before the drawing lock, never under it: no thread holds one lock while waiting for the other.
+        snapshot = snapshot or self.run.snapshot()
         with self._drawing:
-            self._snapshot = run = snapshot or self.run.snapshot()  # rendered below without the run's lock
+            if snapshot.taken_at < self._snapshot.taken_at:
+                return  # another thread drew a newer one meanwhile (the run's end): never step back
+            self._snapshot = run = snapshot  # rendered below without the run's lock
             self._set(self.title, "value", title_html(run))
             self.stop_button.disabled = run.done or not hasattr(self.run, "stop")
             diagnoses = run.diagnoses

@@ -69,7 +69,7 @@ class PastRun(RunReading):
     def _read(self, description, result: dict | None, version: int) -> RunSnapshot:
         if result is None:
             self.missing.append("how the run ended (status, exit codes, phases, diagnoses): " + (
-                "the kernel or process that ran it ended before the run did" if version >= 2 else
+                "the run is still going elsewhere, or what ran it ended before it did" if version >= 2 else
                 "an older kwnb wrote this folder"))
             result = {"status": "unknown", "tasks": []}
         recorded = {(t["type"], t["index"]): t for t in result["tasks"]}

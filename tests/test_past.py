@@ -23,6 +23,7 @@ from kwnb.engine.past import UnreadableRun, list_runs
 from kwnb.engine.snapshot import RunSnapshot
 
 SCRIPTS = Path(__file__).parent / "scripts"
+HISTORY_NAME = "history.json"
 
 
 BROKEN = """\
@@ -130,6 +131,14 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     shown = Dashboard(past)
     assert "not recorded: how the run ended" in shown.banner.value and "UNKNOWN" in shown.title.value
     assert "not recorded: how the run ended" in shown._bundle()["text/html"]
+
+    cut_off = copy_of(clean, tmp_path / "cut_off")  # this kwnb's folder, but the kernel died before the run ended
+    data = json.loads((cut_off / "run.json").read_text())
+    del data["result"]
+    (cut_off / "run.json").write_text(json.dumps(data))
+    past = kwnb.open_run(cut_off)
+    assert past.status == "unknown" and any("still going elsewhere, or what ran it ended" in m for m in past.missing)
+    assert past.history() == clean.history() and not any(HISTORY_NAME in m for m in past.missing)
 
     deleted = copy_of(clean, tmp_path / "deleted")
     (deleted / "worker-1.log").unlink()

@@ -102,7 +102,9 @@ SNAPSHOT_JS = """() => {
     // The %%kw_worker cell's output: the dashboard once, and its static account (for pages
     // without widgets) never shown beside it, also after the run's end updated that output.
     first_output: (() => { const area = document.querySelectorAll('.jp-Cell')[1].querySelector('.jp-OutputArea');
-      return {dashboards: area.querySelectorAll('.kwnb-dashboard').length,
+      const node = area.querySelector('.kwnb-dashboard');  // numbered once: a new number is a new element
+      if (node && !node.dataset.kwnbNode) node.dataset.kwnbNode = String(window.kwnbNodes = (window.kwnbNodes || 0) + 1);
+      return {dashboards: area.querySelectorAll('.kwnb-dashboard').length, node: node ? node.dataset.kwnbNode : null,
               dashboards_in_page: document.querySelectorAll('.kwnb-dashboard').length,
               static_in_page: [...document.querySelectorAll('.kwnb-static')].filter(shown).length}; })(),
     answers: [...document.querySelectorAll('.jp-Cell')].slice(2, 3)
@@ -448,6 +450,10 @@ def check_dashboard_shown_once(ui) -> None:
     live = [s["first_output"] for s in ui["snapshots"] if s] + [ui["final"]["first_output"]]
     seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"]) for o in live}
     assert seen == {(1, 1, 0)}, f"(dashboards in the run's cell, in the page, static accounts shown): {seen}"
+    # The same element throughout, or a second one if the page redrew the whole widget when the run's
+    # end replaced the output's bundle: never more.
+    drawn = {o["node"] for o in live}
+    assert 1 <= len(drawn) <= 2, f"the dashboard's element changed {len(drawn) - 1} times: {drawn}"
     reopened = ui["dark"]["first_output"]
     assert reopened["static_in_page"] == 0, reopened
     # The end's update_display_data reached the page's own copy of the output: the saved file holds

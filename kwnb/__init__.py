@@ -14,7 +14,7 @@ from .errors import KwnbError
 from .task.report import report
 
 __version__ = "0.1.0"
-__all__ = ["launch", "get_run", "runs", "report", "Run", "Task", "Worker", "KwnbError", "load_ipython_extension"]
+__all__ = ["launch", "get_run", "runs", "open_run", "report", "Run", "Task", "Worker", "KwnbError", "load_ipython_extension"]
 
 
 def __getattr__(name):
@@ -22,6 +22,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "open_run":
+        from .engine.past import open_run
+
+        return open_run
     if name == "Run":
         from .engine.run import Run
 

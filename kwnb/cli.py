@@ -38,7 +38,28 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check that a run can work here, and how well: one line per check, each "
                                  "warning with its fix; exit code 1 when a run could not work")
     doctor.add_argument("--python", default=None, metavar="PATH", help="the Python the tasks would run (default: this one)")
+    runs = commands.add_parser("runs", help="list the runs on disk (.kwnb/runs or $KWNB_RUNS_DIR), newest first")
+    runs.add_argument("--all", action="store_true", help="every run folder, not only the newest of each name")
+    show = commands.add_parser("show", help="print the summary of a past run (a run name or a run folder)")
+    show.add_argument("run")
     return parser
+
+
+def past_command(args) -> int:
+    """`kwnb runs [--all]` and `kwnb show RUN`: what engine/past.py reads from the run folders."""
+    from .engine.past import list_runs, listing_line, open_run
+
+    if args.command == "runs":
+        for listing in list_runs(newest_per_name=not args.all):
+            print(listing_line(listing))
+        return 0
+    try:
+        past = open_run(args.run)
+    except KwnbError as error:
+        print(f"kwnb: {error}", file=sys.stderr)
+        return 2
+    print(past.summary())
+    return 0
 
 
 def follow(run, out=None, all: bool = False) -> None:
@@ -104,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         found = doctor.checks(args.python)
         print(doctor.report(found))
         return doctor.exit_code(found)
+    if args.command in ("runs", "show"):
+        return past_command(args)
     try:
         if args.command == "tf-config":
             for config in tf_configs(args.workers, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):

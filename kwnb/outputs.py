@@ -23,10 +23,12 @@ DRAW_TIMEOUT = 60.0  # seconds; a subprocess that takes longer is given up and t
 
 
 def drawing_plan(run) -> dict:
-    """Everything the pictures show, as JSON-safe data, and where each goes."""
+    """Everything the pictures show, as JSON-safe data, and where each goes (`run`: a RunSnapshot or a Run)."""
+    from .engine.snapshot import as_snapshot
     from .plotting import run_series
     from .timeline import timeline_data
 
+    run = as_snapshot(run)
     return {"curves": {"path": str(run.folder.curves), "series": run_series(run), "title": f"{run.name} (chief)"},
             "timeline": {"path": str(run.folder.timeline), "data": timeline_data(run, now=run.ended_at)}}
 
@@ -65,10 +67,11 @@ def draw_elsewhere(plan: dict) -> list[str]:
 
 def write_outputs(run) -> None:
     """curves.png (when there is something to plot) and timeline.png, then summary.txt, which names them."""
+    snapshot = run.snapshot()
     try:
         from .plotting import curve_lines
 
-        plan = drawing_plan(run)
+        plan = drawing_plan(snapshot)
         drawn_here = "matplotlib.figure" in sys.modules
         if plan["timeline"]["data"] is not None or curve_lines(plan["curves"]["series"]):  # else nothing to draw
             for note in draw(plan) if drawn_here else draw_elsewhere(plan):
@@ -77,7 +80,7 @@ def write_outputs(run) -> None:
     except Exception as error:  # the summary must be written whatever went wrong with the pictures
         run.log.error("could not draw the run's pictures", exc_info=error)
         run.add_note(f"could not draw the run's pictures: {error}")
-    run.folder.summary.write_text(format_summary(run) + "\n")
+    run.folder.summary.write_text(format_summary(run.snapshot()) + "\n")  # after the notes about the pictures
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+from .engine.snapshot import as_snapshot
+
 MAX_PANELS = 4
 
 
@@ -147,17 +149,18 @@ class LiveCurves:
 
 def run_series(run, positions: list[int] | None = None) -> dict[str, dict]:
     """The chief's curves (or those of `positions`), and a sidecar evaluator's per-checkpoint metrics
-    overlaid on them: its checkpoint k is drawn at epoch k, where the chief's epoch k ends."""
-    positions = positions or [0]
+    overlaid on them: its checkpoint k is drawn at epoch k, where the chief's epoch k ends. `run` is a
+    RunSnapshot (engine/snapshot.py) or anything with `snapshot()`."""
+    run, positions = as_snapshot(run), positions or [0]
     series = {
         (run.name if len(positions) == 1 else f"{run.name} task {p}"): {
-            "epochs": run.history(p), "steps": run.step_history(p),
-            "steps_per_epoch": run.workers[p].metrics.steps_per_epoch}
+            "epochs": list(run.tasks[p].epochs), "steps": list(run.tasks[p].steps),
+            "steps_per_epoch": run.tasks[p].steps_per_epoch}
         for p in positions
     }
     for task in run.workers:
-        if task.task_type == "evaluator" and task.position not in positions and run.history(task.position):
-            series[f"{task.id} (checkpoints)"] = {"epochs": run.history(task.position)}
+        if task.task_type == "evaluator" and task.position not in positions and task.epochs:
+            series[f"{task.id} (checkpoints)"] = {"epochs": list(task.epochs)}
     return series
 
 

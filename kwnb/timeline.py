@@ -1,7 +1,7 @@
 """The run's timeline: one lane per task, time across, coloured by phase, restarts and kills marked.
 
 Who waited for whom, and for how long: the picture a teacher shows. `timeline_data(run)` takes what it
-needs from a run as plain data; the live dashboard draws that with Pillow (no matplotlib: importing it
+needs from a RunSnapshot (engine/snapshot.py: a live run's or a past run's) as plain data; the live dashboard draws that with Pillow (no matplotlib: importing it
 costs a kernel 0.4 CPU-s and 40 MB, Pillow 0.02 s and 4 MB, and a draw takes a few ms where
 matplotlib's took 60-120), and the run's timeline.png is drawn from the same data with matplotlib's
 Figure and the Agg canvas (never pyplot), in a subprocess where the kernel has not loaded matplotlib
@@ -13,6 +13,8 @@ import io
 import math
 import time
 
+from .engine.snapshot import as_snapshot
+
 # Colour-blind-safe (Okabe-Ito), on the picture's own white background whatever the notebook's theme.
 PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "training": "#0072B2",
                  "finishing": "#56B4E9"}
@@ -22,7 +24,7 @@ DPI, WIDTH_IN, LEFT_IN = 90, 8.4, 1.45  # both drawings share the PNG's size and
 
 def segments(task, now: float) -> list[tuple[float, float, str]]:
     """(start, end, phase) of each stretch a task spent alive, across restarts."""
-    return _segments(task.vitals.phases, task.ended_at, now)
+    return _segments(task.phases, task.ended_at, now)
 
 
 def _segments(phases, ended_at, now: float) -> list[tuple[float, float, str]]:
@@ -32,11 +34,12 @@ def _segments(phases, ended_at, now: float) -> list[tuple[float, float, str]]:
 
 def timeline_data(run, now: float | None = None) -> dict | None:
     """What the timeline shows, as plain data (JSON-safe): None before any task has a phase."""
-    if run.started_at is None or not any(task.vitals.phases for task in run.workers):
+    run = as_snapshot(run)
+    if run.started_at is None or not any(task.phases for task in run.workers):
         return None
     return {"name": run.name, "origin": run.started_at, "now": now or run.ended_at or time.time(),
             "lanes": [{"label": task.label, "ended_at": task.ended_at,
-                       "phases": [list(p) for p in task.vitals.phases]} for task in run.workers]}
+                       "phases": [list(p) for p in task.phases]} for task in run.workers]}
 
 
 def _restarts(phases) -> list[float]:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ui_support.dashboard_page import (Frontend, check_late_worker_shown_waiting, check_overview_rows,
+from ui_support.dashboard_page import (Frontend, check_dashboard_shown_once, check_late_worker_shown_waiting,
+                                       check_overview_rows,
                                        check_runtime_lines_folded, check_timeline_drawn, during_run, record_session,
                                        toggle_text)
 from ui_support.lab import CHROMIUM, DARK, jupyterlab
@@ -128,6 +129,10 @@ def test_runtime_lines_are_folded_until_the_toggle_is_clicked(ui):
 
 def test_timeline_is_drawn_under_the_curves(ui):
     check_timeline_drawn(ui)
+
+
+def test_the_live_view_shows_the_dashboard_once(ui):
+    check_dashboard_shown_once(ui)
 
 
 # What a person sees but the DOM alone does not say (each was a real problem of the dashboard once).

@@ -1,21 +1,26 @@
 """The magics in a real Jupyter kernel (nbclient), with a real 2-worker TensorFlow run.
 
 nbclient saves widget state once, at the end, so this checks the dashboard's final state;
-live updates in a browser are the JupyterLab UI test's job.
+live updates in a browser are the JupyterLab UI test's job. The same run, published: converted
+by nbconvert without widget state (as Jupyter Book and nbviewer do), and reopened by a new
+kernel with kwnb.open_run.
 """
 import base64
+import copy
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbconvert import HTMLExporter, MarkdownExporter
 
 SCRIPT = (Path(__file__).parent / "scripts" / "keras_fit.py").read_text()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
+def executed_in(tmp_path_factory):
     folder = tmp_path_factory.mktemp("kernel")
     cells = [
         "%load_ext kwnb",
@@ -23,11 +28,26 @@ def executed(tmp_path_factory):
         "import kwnb\nprint('run is', 'done' if kwnb.get_run('main').done else 'still going')",
         "%kw_wait main",
         "print(kwnb.get_run('main').exit_codes, [r['epoch'] for r in kwnb.get_run('main').history()])",
+        ACCOUNT.format(run="kwnb.get_run('main')"),
     ]
+    return execute(cells, folder), folder
+
+
+# What a run shows of itself, printed the same way from the live run and from the reopened one.
+ACCOUNT = ("import json\nr = {run}\nprint(json.dumps([r.exit_codes, r.history(), r.status, "
+           "[[d.kind, d.task, d.message] for d in r.diagnoses], [[d.kind, d.task] for d in r.diagnosis_history]]))")
+
+
+def execute(cells, folder):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(notebook, timeout=180, kernel_name="python3",
                    resources={"metadata": {"path": str(folder)}}).execute()
     return notebook
+
+
+@pytest.fixture(scope="module")
+def executed(executed_in):
+    return executed_in[0]
 
 
 def text_of(cell) -> str:
@@ -37,7 +57,8 @@ def text_of(cell) -> str:
 def test_cell_returns_a_dashboard_and_the_kernel_stays_free(executed):
     (display,) = executed.cells[1].outputs
     assert "application/vnd.jupyter.widget-view+json" in display["data"]
-    assert "kwnb Run 'main'" in display["data"]["text/plain"]
+    # brought up to date when the run ended (update_display_data): the summary as text/plain
+    assert display["data"]["text/plain"].startswith("kwnb run 'main': finished")
     assert text_of(executed.cells[2]).strip() == "run is still going"
 
 
@@ -68,3 +89,36 @@ def test_saved_widgets_show_the_finished_run(executed):
     (overview,) = [m["state"]["value"] for m in by_name["HTMLModel"] if "kwnb-overview" in m["state"]["value"]
                    and "<table" in m["state"]["value"]]
     assert overview.count("<tr>") == 3 and overview.count("FINISHED") == 2 and "peak" in overview
+
+
+def test_published_html_without_widget_state_shows_the_run(executed):
+    """nbconvert without the widget state (Jupyter Book, nbviewer, a notebook saved by JupyterLab)
+    shows the dashboard's static account: overview, summary, and the curves and timeline as images."""
+    bare = copy.deepcopy(executed)
+    bare.metadata.pop("widgets", None)
+    page, _ = HTMLExporter().from_notebook_node(bare)
+    assert page.count('class="kwnb-static"') == 1 and "kwnb-overview" in page
+    assert "exit codes: 0, 0" in page and "3 epochs, last: loss" in page  # the summary, printed by %kw_wait too
+    static = page[page.index('class="kwnb-static"'):]
+    images = [base64.b64decode(chunk.split('"')[0]) for chunk in static.split("data:image/png;base64,")[1:3]]
+    assert len(images) == 2 and all(png.startswith(b"\x89PNG") and len(png) > 10_000 for png in images)
+    assert "still going" not in static.split("</details>")[0]
+    markdown, _ = MarkdownExporter().from_notebook_node(bare)
+    assert markdown.count("data:image/png;base64,") >= 2 and "exit codes: 0, 0" in markdown
+
+
+def test_a_restarted_kernel_reopens_the_run(executed_in):
+    """A new kernel (the learner's next day): open_run shows what the live run showed, %kw_runs
+    lists it and %kw_show draws its dashboard again, curves included."""
+    executed, folder = executed_in
+    reopened = execute(["%load_ext kwnb", "import kwnb\n" + ACCOUNT.format(run="kwnb.open_run('main')"),
+                        "%kw_runs", "%kw_show main"], folder)
+    live = json.loads(text_of(executed.cells[5]))
+    past = json.loads(text_of(reopened.cells[1]))
+    assert past == live and live[0] == [0, 0] and [row["epoch"] for row in live[1]] == [0, 1, 2]
+    (listed,) = text_of(reopened.cells[2]).splitlines()
+    assert listed.startswith("main") and "finished" in listed and "2 tasks" in listed
+    (shown,) = reopened.cells[3].outputs
+    assert "application/vnd.jupyter.widget-view+json" in shown["data"]
+    assert shown["data"]["text/plain"].startswith("kwnb run 'main': finished")
+    assert shown["data"]["text/html"].count("data:image/png;base64,") == 2

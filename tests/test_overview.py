@@ -24,8 +24,8 @@ def late_run(tmp_path_factory):
     run = kwnb.launch(SCRIPT, n=2, name="late", args="late", runs_dir=base / "runs", cwd=base)
     seen = []  # (phase of worker 0, phase of worker 1, overview html) while it runs
     while not run.done:
-        with run._lock:
-            seen.append((run.workers[0].phase, run.workers[1].phase, overview_html(run, run.diagnoses, badge)))
+        snapshot = run.snapshot()
+        seen.append((snapshot.tasks[0].phase, snapshot.tasks[1].phase, overview_html(snapshot, snapshot.diagnoses, badge)))
         time.sleep(0.5)
     assert run.wait() == [0, 0], run.summary()
     return run, seen
@@ -72,15 +72,16 @@ def test_runtime_lines_are_folded_but_kept(late_run):
     assert "I0000" not in quiet and "I0000" in everything and "oneDNN" in everything
     assert "DONE" in quiet and "Epoch 2/2" in quiet and "worker 0: late" in quiet
     assert "I0000" in chief.log_path.read_text()  # the file keeps every byte
-    assert "I0000" not in log_html(chief) and "I0000" in log_html(chief, show_runtime=True)
-    assert fold_label(chief, False) == f"{chief.runtime_lines} TensorFlow runtime messages hidden - show"
+    view = run.snapshot().tasks[0]
+    assert "I0000" not in log_html(view) and "I0000" in log_html(view, show_runtime=True)
+    assert fold_label(view, False) == f"{chief.runtime_lines} TensorFlow runtime messages hidden - show"
 
 
 def test_segments_follow_phases_across_a_restart():
     vitals = Vitals()
     vitals.phases = [(0.0, "starting"), (2.0, "joining"), (3.0, "training"), (9.0, "failed"), (10.0, "starting"),
                      (12.0, "training")]
-    task = SimpleNamespace(vitals=vitals, ended_at=None)
+    task = SimpleNamespace(phases=vitals.phases, ended_at=None)
     assert segments(task, now=15.0) == [(0.0, 2.0, "starting"), (2.0, 3.0, "joining"), (3.0, 9.0, "training"),
                                         (10.0, 12.0, "starting"), (12.0, 15.0, "training")]
     assert vitals.time_in(until=15.0) == {"starting": 4.0, "joining": 1.0, "training": 9.0}

@@ -30,8 +30,8 @@ from typing import Callable
 
 from ..backends import Launcher, TaskLaunch, make_launcher
 from ..errors import KwnbError, LaunchError, NotPossible
-from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RunFolder, default_runs_dir, new_run_dir,
-                              write_description)
+from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir,
+                              new_run_dir, write_description)
 from . import cluster as clusters
 from . import diagnose, policy, roles
 from .log import LOG_NAME, for_run
@@ -41,6 +41,8 @@ from . import stacks as stack_dumps
 from .reading import RunReading
 from .status import Status
 from .supervisor import POLL_SECONDS, Supervisor
+from .record import record_result
+from .snapshot import RunSnapshot, snapshot_of_run
 from .task import Task
 
 DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
@@ -104,7 +106,8 @@ class Run(RunReading, Supervisor):
         self.workers = self._make_tasks(keep_lines)
         self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
         self._write_description()
-        self.on_end: list[Callable[[Run], None]] = list(on_end or [])  # called once, after every task ended
+        # Called once, after every task ended; record_result writes how the run went into run.json (engine/record.py).
+        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
         self._init_progress()
 
     def _init_progress(self) -> None:
@@ -149,6 +152,7 @@ class Run(RunReading, Supervisor):
 
     def _write_description(self) -> None:
         write_description(self.dir, {
+            "format": RUN_JSON_FORMAT,
             "name": self.name,
             "script": self.script.name,
             "args": self.args,
@@ -415,10 +419,15 @@ class Run(RunReading, Supervisor):
         """curves.png in the run folder, once a view has drawn it (at the end of the run)."""
         return self.folder.curves if self.folder.curves.is_file() else None
 
-    def summary(self) -> str:
-        from .summary import format_summary
+    def snapshot(self) -> RunSnapshot:
+        """An immutable copy of what views show (engine/snapshot.py), taken under the state lock:
+        render it holding no lock."""
+        where = [task.where for task in self.workers]  # may read a file (a Slurm task's placement): not under the lock
+        with self._lock:
+            return snapshot_of_run(self, where)
 
-        return format_summary(self)
+    def summary(self) -> str:
+        return self.snapshot().summary()
 
     def __repr__(self) -> str:
         return f"<kwnb Run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"

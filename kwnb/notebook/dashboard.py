@@ -1,25 +1,34 @@
 """The live dashboard: a tab per task (status in words and colour, elapsed time, progress, log
 tail), a Stop button, and the chief's curves, redrawn from a background thread.
 
+Every redraw renders a RunSnapshot (engine/snapshot.py), an immutable copy the run hands out, so
+no HTML or PNG is made while holding the run's lock. A past run (`kwnb.open_run`) gives the same
+snapshot from its folder, so it is shown by the same dashboard, drawn once.
+
 Only widget values change after the first display, so nothing flickers and updates reach the
 right cell whatever cell runs meanwhile. Throttled: at most REFRESH_HZ redraws a second, the
 curves at most once every CURVES_SECONDS (longer where drawing them would take more than
 CURVES_CPU_SHARE of a core, as on a slow Binder machine), and only when something moved.
+
+The output also carries a static account (notebook/static.py) for pages without widgets, sent
+again through update_display_data when the run ends.
 """
 from __future__ import annotations
 
 import html
 import threading
 import time
+import uuid
 import weakref
 
 import ipywidgets as widgets
 
-from ..engine.summary import format_summary
+from ..engine.snapshot import LOG_LINES
 from ..engine.tf_messages import is_runtime_line
 from ..plotting import LiveCurves, run_series
 from ..timeline import timeline_data, timeline_live_png
-from .overview import OVERVIEW_CSS, overview_html
+from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html  # noqa: F401 (re-exported)
+from .static import missing_html, static_html, title_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
@@ -27,18 +36,8 @@ TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw co
 TIMELINE_IDLE_SECONDS = 5.0  # nothing changed but the clock: the bars grow
 # The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
 CURVES_CPU_SHARE = 0.05
-LOG_LINES = 300
-# Readable on JupyterLab's light and dark themes alike; the word is always shown too.
-STATUS_COLOURS = {"pending": "#6a4c93", "starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
-                  "failed": "#c62828", "stopped": "#616161"}
 
 _dashboards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def badge(status: str) -> str:
-    colour = STATUS_COLOURS.get(status, "#616161")
-    return (f'<span style="background:{colour};color:#fff;padding:1px 7px;border-radius:3px;'
-            f'font-weight:600;font-size:0.85em;letter-spacing:0.04em">{status.upper()}</span>')
 
 
 def curves_gap(draw_cpu_seconds: float) -> float:
@@ -51,8 +50,9 @@ def worker_label(worker) -> str:
 
 
 def log_html(worker, show_runtime: bool = False) -> str:
-    shown = worker.screen.tail(LOG_LINES)
-    hidden = worker.screen.total_lines + (1 if worker.screen.current.strip() else 0) - len(shown)
+    """A task's log tail (a TaskView of a RunSnapshot, or anything that has its snapshot's fields)."""
+    shown = list(worker.tail)[-LOG_LINES:]
+    hidden = worker.total_lines - len(shown)
     lines = shown if show_runtime else [line for line in shown if not is_runtime_line(line)]
     note = (f"{hidden} earlier line{'s' * (hidden != 1)} not shown; " if hidden > 0 else "") + f"full log: {worker.log_path}"
     body = html.escape("\n".join(lines)) or "(no output yet)"
@@ -61,17 +61,6 @@ def log_html(worker, show_runtime: bool = False) -> str:
             f'<div style="max-height:22em;overflow:auto;display:flex;flex-direction:column-reverse">'
             f'<pre style="flex:none;margin:2px 0;font-size:0.8em;line-height:1.25;'
             f'white-space:pre-wrap;word-break:break-all">{body}</pre></div>')
-
-
-def diagnoses_html(diagnoses) -> str:
-    """The banner above the tabs (and on a task's tab): one line per diagnosis, in words."""
-    if not diagnoses:
-        return ""
-    rows = "".join(f"<div>&#9888; <b>{html.escape(d.kind.replace('_', ' '))}</b>: {html.escape(d.message)}</div>"
-                   for d in diagnoses)
-    # A translucent red behind the theme's own text colour: readable on light and dark themes alike.
-    return (f'<div style="border-left:4px solid #c62828;background:rgba(198,40,40,0.10);padding:3px 8px;'
-            f'margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>')
 
 
 def fold_label(worker, shown: bool) -> str:
@@ -87,31 +76,36 @@ def header_html(worker, diagnoses=()) -> str:
         parts.append(f"exit code <b>{worker.returncode}</b>")
     if worker.restarts:
         parts.append(f"restarts {worker.restarts}")
-    if worker.tf_config:
+    if worker.address:
         parts.append(f"<code>{html.escape(worker.address)}</code>")
     return " &nbsp;·&nbsp; ".join(parts) + diagnoses_html([d for d in diagnoses if d.task == worker.position])
 
 
 class Dashboard:
-    """Widgets showing one Run, kept current by a thread until the run ends."""
+    """Widgets showing one run, kept current by a thread until it ends; a past run is drawn once.
 
-    def __init__(self, run, parent=None, print_summary: bool = True):
-        self.run = run
-        self._parent, self._print_summary = parent, print_summary
+    `source` is a Run or a past run (engine/past.py): anything with `snapshot()` and `done`."""
+
+    def __init__(self, source, parent=None):
+        self.run = source
+        self.display_id = f"kwnb-{uuid.uuid4().hex}"  # one output, updated in place when the run ends
+        self._snapshot = snapshot = source.snapshot()
+        tasks = snapshot.tasks
         self.title = widgets.HTML()
         self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
                                           tooltip="Stop every task of this run (TERM, then KILL)")
-        self.stop_button.on_click(lambda _: threading.Thread(target=run.stop, daemon=True).start())
+        if hasattr(source, "stop"):
+            self.stop_button.on_click(lambda _: threading.Thread(target=source.stop, daemon=True).start())
         self.banner = widgets.HTML()
-        self.headers = [widgets.HTML() for _ in run.workers]
+        self.headers = [widgets.HTML() for _ in tasks]
         self.progress = [widgets.FloatProgress(value=0, min=0, max=1, description="", bar_style="info",
-                                               layout=widgets.Layout(width="60%")) for _ in run.workers]
-        self.progress_labels = [widgets.Label() for _ in run.workers]
-        self.logs = [widgets.HTML() for _ in run.workers]
+                                               layout=widgets.Layout(width="60%")) for _ in tasks]
+        self.progress_labels = [widgets.Label() for _ in tasks]
+        self.logs = [widgets.HTML() for _ in tasks]
         # TensorFlow's runtime lines are folded away by default; each tab has its own toggle.
         self.folds = [widgets.ToggleButton(value=False, layout=widgets.Layout(width="auto"),
                                            tooltip="TensorFlow's C++ runtime lines (I0000 ..., oneDNN, CUDA notices)")
-                      for _ in run.workers]
+                      for _ in tasks]
         for i, fold in enumerate(self.folds):
             fold.observe(lambda _, i=i: self._refresh_tab(i), names="value")
         self.tabs = widgets.Tab(children=[
@@ -133,42 +127,51 @@ class Dashboard:
                                     self.banner, self.overview, self.tabs, self.curves_note, self.curves,
                                     self.timeline, tab_width])
         self.widget.add_class("kwnb-dashboard")
-        self._log_keys = [None] * len(run.workers)
-        self.tabs.observe(lambda change: self._refresh_tab(change["new"]), names="selected_index")
         self._curves_key = None
         self._curves_at = 0.0
         self._curves_gap = CURVES_SECONDS
-        self._live_curves = LiveCurves(title=f"{run.name} (chief)")
+        self._live_curves = LiveCurves(title=f"{snapshot.name} (chief)")
         self._timeline_at = time.monotonic()  # first drawn TIMELINE_SECONDS in, when there is something to see
         self._timeline_gap = TIMELINE_SECONDS
         self._timeline_phases = -1
-        self.refresh(force_curves=True)
-        self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{run.name}", daemon=True)
+        self._drawing = threading.RLock()  # the follower thread and the run's end draw one at a time
+        self._log_keys = [None] * len(tasks)
+        self.tabs.observe(lambda change: self._refresh_tab(change["new"]), names="selected_index")
+        self._final_sent = False
+        self._shown = False
+        self._parents: list[dict] = [parent] if parent else []  # the cells that showed it (see _update_display)
+        self.refresh(force_curves=True, snapshot=snapshot)
+        if not snapshot.done and hasattr(source, "on_end"):
+            # At the run's end, before wait() returns: a notebook run headless keeps the final account.
+            source.on_end.append(self._at_end)
+        self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
         self._thread.start()
 
-    def refresh(self, force_curves: bool = False) -> None:
-        run = self.run
-        self._set(self.title, "value", f"{badge(run.status)} <b>{html.escape(run.name)}</b> &nbsp;·&nbsp; "
-                  f"{len(run.workers)} tasks &nbsp;·&nbsp; {run.elapsed:.1f} s"
-                  + (f" &nbsp;·&nbsp; restarts {run.restarts}" if run.restarts else "")
-                  + (f" &nbsp;·&nbsp; {html.escape(run.reason)}" if run.reason else ""))
-        self.stop_button.disabled = run.done
-        with run._lock:
-            diagnoses = list(run.diagnoses)
+    def refresh(self, force_curves: bool = False, snapshot=None) -> None:
+        # Taken before the drawing lock, never under it: no thread holds one lock while waiting for the other.
+        snapshot = snapshot or self.run.snapshot()
+        with self._drawing:
+            if snapshot.taken_at < self._snapshot.taken_at:
+                return  # another thread drew a newer one meanwhile (the run's end): never step back
+            self._snapshot = run = snapshot  # rendered below without the run's lock
+            self._set(self.title, "value", title_html(run))
+            self.stop_button.disabled = run.done or not hasattr(self.run, "stop")
+            diagnoses = run.diagnoses
             marked = {d.task for d in diagnoses}
-            titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.workers)
+            titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.tasks)
             if tuple(self.tabs.titles) != titles:
                 self.tabs.titles = titles
-            self._set(self.banner, "value", diagnoses_html(diagnoses))
-            self._set(self.overview, "value", overview_html(run, diagnoses, badge))
-            for i in range(len(run.workers)):
+            self._set(self.banner, "value", missing_html(run.missing) + diagnoses_html(diagnoses))
+            self._set(self.overview, "value", overview_html(run, diagnoses))
+            for i in range(len(run.tasks)):
                 if i == self.tabs.selected_index or run.done:  # a hidden tab: when it is shown
-                    self._refresh_tab(i, diagnoses)
-        self._refresh_curves(force_curves)
-        self._refresh_timeline(force_curves and run.done)  # at the first display there is nothing to draw yet
+                    self._refresh_tab(i)
+            self._refresh_curves(run, force_curves)
+            self._refresh_timeline(run, force_curves and run.done)  # at the first display there is nothing to draw yet
 
-    def _refresh_tab(self, i: int | None, diagnoses=None) -> None:
-        """One tab: kept current while shown, brought up to date when shown or when its fold is toggled.
+    def _refresh_tab(self, i: int | None) -> None:
+        """One tab, from the last snapshot: kept current while shown, brought up to date when shown or
+        when its fold is toggled.
 
         Hidden tabs wait (a tab's log costs ~0.3 ms a redraw, and its header changes every redraw: with
         64 tasks at 4 redraws a second, every tab would cost the kernel 8 % of a core and the browser
@@ -176,35 +179,34 @@ class Dashboard:
         its screen moved."""
         if i is None or not 0 <= i < len(self.logs):
             return
-        worker = self.run.workers[i]
-        with self.run._lock:
-            self._set(self.headers[i], "value", header_html(worker, self.run.diagnoses if diagnoses is None else diagnoses))
-            fraction, label = worker.metrics.progress()
+        with self._drawing:
+            worker, diagnoses = self._snapshot.tasks[i], self._snapshot.diagnoses
+            self._set(self.headers[i], "value", header_html(worker, diagnoses))
+            fraction, label = worker.progress
             if fraction is not None:
                 self._set(self.progress[i], "value", fraction)
             bar = {"finished": "success", "failed": "danger", "stopped": "warning"}.get(worker.status, "info")
             self._set(self.progress[i], "bar_style", bar)
             self._set(self.progress_labels[i], "value", label or worker.status)
-            screen, shown = worker.screen, self.folds[i].value
-            key = (screen.total_lines, screen.current, shown, worker.runtime_lines)
+            shown = self.folds[i].value
+            key = (worker.total_lines, worker.tail[-1:], shown, worker.runtime_lines)
             if self._log_keys[i] != key:
                 self._log_keys[i] = key
                 self._set(self.folds[i], "description", fold_label(worker, shown))
                 self._set(self.logs[i], "value", log_html(worker, show_runtime=shown))
 
-    def _refresh_timeline(self, force: bool) -> None:
+    def _refresh_timeline(self, run, force: bool) -> None:
         """Redrawn when a phase changes (at most every TIMELINE_SECONDS) and every TIMELINE_IDLE_SECONDS
         as the bars grow; at the end the PNG the run saved is shown as it is, not drawn again."""
-        now, run = time.monotonic(), self.run
-        phases = sum(len(task.vitals.phases) for task in run.workers)
+        now = time.monotonic()
+        phases = sum(len(task.phases) for task in run.tasks)
         due = (phases != self._timeline_phases and now - self._timeline_at >= self._timeline_gap) or \
             now - self._timeline_at >= TIMELINE_IDLE_SECONDS
         if not (force or due):
             return
         cpu = time.thread_time()
-        saved = run.folder.timeline
-        # No lock: it reads lists the supervisor only appends to.
-        png = saved.read_bytes() if run.done and saved.is_file() else _live_timeline(run)
+        saved = run.timeline_path if run.done else None
+        png = saved.read_bytes() if saved else _live_timeline(run)
         if png is None:
             return
         self._timeline_phases = phases
@@ -213,15 +215,16 @@ class Dashboard:
         self._timeline_at = now
         self._timeline_gap = max(TIMELINE_SECONDS, (time.thread_time() - cpu) / CURVES_CPU_SHARE)
 
-    def _refresh_curves(self, force: bool) -> None:
-        chief = self.run.chief.metrics
+    def _refresh_curves(self, run, force: bool) -> None:
+        chief = run.chief
         key = (len(chief.epochs), len(chief.steps), chief.steps[-1]["step"] if chief.steps else None,
-               sum(len(task.metrics.epochs) for task in self.run.workers if task.task_type == "evaluator"))
+               sum(len(task.epochs) for task in run.tasks if task.task_type == "evaluator"))
         now = time.monotonic()
         if key == self._curves_key or (not force and now - self._curves_at < self._curves_gap):
             return
         cpu = time.thread_time()
-        png = self._live_curves.png(run_series(self.run))
+        saved = run.curves_path if run.past else None  # a past run: the PNG its run saved, as it was
+        png = saved.read_bytes() if saved else self._live_curves.png(run_series(run))
         if png is None:
             return
         self.curves.value = png
@@ -236,40 +239,77 @@ class Dashboard:
             setattr(widget, name, value)
 
     def _follow(self) -> None:
+        # The run's own `done`: set after its on_end callbacks (curves.png, timeline.png, _at_end) ran.
         while not self.run.done:
             time.sleep(1 / REFRESH_HZ)
             try:
                 self.refresh()
             except Exception:  # a closed comm (kernel shutting down) must not spam tracebacks
                 return
-        self.refresh(force_curves=True)
-        if self._print_summary:
-            self._print_final_summary()
+        self._at_end()
 
-    def _print_final_summary(self) -> None:
-        """The plain-text account, in the cell that started the run, for anyone not looking at widgets.
-
-        Only where the kernel can route one thread's output to a given cell (ipykernel 7's
-        set_thread_parent); elsewhere it would land in whatever cell runs now, so it is left out.
-        """
-        try:
-            from IPython import get_ipython
-
-            shell = get_ipython()
-            if shell is None or self._parent is None or not hasattr(shell, "set_thread_parent"):
+    def _at_end(self, _run=None) -> None:
+        """The final state, drawn once, and the output's static account brought up to date."""
+        with self._drawing:
+            if self._final_sent:
                 return
-            tokens = shell.set_thread_parent(self._parent)
+            self._final_sent = True
+            self.refresh(force_curves=True)
+            if self._shown:
+                try:
+                    self._update_display()
+                except Exception:  # a closed comm or kernel at exit: the widgets already show the end
+                    pass
+
+    def show(self) -> None:
+        """Display the dashboard: an output with this dashboard's display_id, which the run's end updates."""
+        from IPython import get_ipython
+        from IPython.display import display
+
+        shell = get_ipython()
+        parent = shell.get_parent() if shell is not None and hasattr(shell, "get_parent") else None
+        if parent and parent not in self._parents:
+            self._parents.append(parent)
+        self._shown = True
+        display(self, display_id=self.display_id)
+
+    def _update_display(self) -> None:
+        """Send the final bundle to every output showing this dashboard (update_display_data).
+
+        Twice where needed, as front ends route it differently: nbclient (and the classic Notebook)
+        apply an update whatever cell it comes from, but nbclient reads only the messages of the cell
+        it is running; JupyterLab applies an update only in the output area of the cell it comes
+        from, so it is also sent from each cell that showed the dashboard (ipykernel 7's set_thread_parent)."""
+        from IPython import get_ipython
+        from IPython.display import publish_display_data
+
+        data, metadata = self._bundle(), {}
+        shell = get_ipython()
+        publish = lambda: publish_display_data(data, metadata, transient={"display_id": self.display_id}, update=True)
+        publish()  # from the cell running now, or the last one run
+        current = (getattr(shell, "parent_header", None) or {}).get("msg_id")
+        for parent in self._parents if hasattr(shell, "set_thread_parent") else []:
+            if parent.get("header", {}).get("msg_id") == current:
+                continue
+            token = shell.set_thread_parent(parent)
             try:
-                print(format_summary(self.run), flush=True)
+                publish()
             finally:
-                shell.reset_thread_parent(tokens)
-        except Exception:
-            pass
+                shell.reset_thread_parent(token)
+
+    def _bundle(self) -> dict:
+        """The widget view, with the static account (notebook/static.py) beside it for pages without widgets."""
+        bundle = self.widget._repr_mimebundle_()
+        with self._drawing:
+            snapshot = self._snapshot
+            curves = self.curves.value if snapshot.done else None
+            timeline = self.timeline.value if snapshot.done else None
+        bundle["text/html"] = static_html(snapshot, curves or None, timeline or None)
+        bundle["text/plain"] = snapshot.summary() if snapshot.done else repr(self.run)
+        return bundle
 
     def _repr_mimebundle_(self, **kwargs):
-        bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = repr(self.run)
-        return bundle
+        return self._bundle()
 
 
 def _live_timeline(run) -> bytes | None:
@@ -284,8 +324,8 @@ def settle(run, timeout: float = 10.0) -> None:
         dashboard._thread.join(timeout)
 
 
-def dashboard_for(run, parent=None, print_summary: bool = True) -> Dashboard:
+def dashboard_for(run, parent=None) -> Dashboard:
     """One dashboard per run: showing a Run twice shows the same live widgets."""
     if run not in _dashboards:
-        _dashboards[run] = Dashboard(run, parent=parent, print_summary=print_summary)
+        _dashboards[run] = Dashboard(run, parent=parent)
     return _dashboards[run]

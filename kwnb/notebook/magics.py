@@ -127,7 +127,7 @@ class KwnbMagics(Magics):
         if args.wait:
             from .dashboard import dashboard_for, settle
 
-            display(dashboard_for(run, print_summary=False))
+            dashboard_for(run).show()
             try:
                 run.wait()
             except KeyboardInterrupt:
@@ -354,20 +354,20 @@ class KwnbMagics(Magics):
 
 
 def _display_run(run) -> None:
-    from IPython import get_ipython
-
+    """A Run, or a past run, shown as its dashboard (an output the run's end updates in place)."""
     from .dashboard import dashboard_for
 
-    shell = get_ipython()
-    parent = shell.get_parent() if shell is not None and hasattr(shell, "get_parent") else None
-    display(dashboard_for(run, parent=parent))
+    dashboard_for(run).show()
 
 
 def load_ipython_extension(ipython) -> None:
+    from .runs_magic import PastRunMagics
     from .tensorboard_magic import TensorBoardMagics
 
     ipython.register_magics(KwnbMagics)
     ipython.register_magics(TensorBoardMagics)
+    ipython.register_magics(PastRunMagics)
     # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard. By name, so
     # that loading the extension does not import the engine.
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.run", "Run", _display_run)
+    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.past", "PastRun", _display_run)

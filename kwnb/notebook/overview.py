@@ -15,6 +15,9 @@ PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
 COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
 MANY_TASKS = 12  # more rows than this: the tasks that matter first, and the table scrolls (~14 rows high)
+# Readable on JupyterLab's light and dark themes alike; the word is always shown too.
+STATUS_COLOURS = {"pending": "#6a4c93", "starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
+                  "failed": "#c62828", "stopped": "#616161"}
 
 
 # Once per dashboard (in its hidden style widget), so that each refresh sends only the table's cells.
@@ -29,7 +32,25 @@ OVERVIEW_CSS = (".kwnb-overview{border-collapse:collapse;font-size:0.85em;margin
                 ".kwnb-overview-tall th{position:sticky;top:0;background:var(--jp-layout-color1,#fff)}")
 
 
-def overview_html(run, diagnoses, badge) -> str:
+def badge(status: str) -> str:
+    colour = STATUS_COLOURS.get(status, "#616161")
+    return (f'<span style="background:{colour};color:#fff;padding:1px 7px;border-radius:3px;'
+            f'font-weight:600;font-size:0.85em;letter-spacing:0.04em">{status.upper()}</span>')
+
+
+def diagnoses_html(diagnoses) -> str:
+    """The banner above the tabs (and on a task's tab): one line per diagnosis, in words."""
+    if not diagnoses:
+        return ""
+    rows = "".join(f"<div>&#9888; <b>{html.escape(d.kind.replace('_', ' '))}</b>: {html.escape(d.message)}</div>"
+                   for d in diagnoses)
+    # A translucent red behind the theme's own text colour: readable on light and dark themes alike.
+    return (f'<div style="border-left:4px solid #c62828;background:rgba(198,40,40,0.10);padding:3px 8px;'
+            f'margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>')
+
+
+def overview_html(run, diagnoses, badge=badge) -> str:
+    """`run` is a RunSnapshot (engine/snapshot.py): a live run's or a past run's."""
     marked = {d.task for d in diagnoses}
     head = "".join(f"<th>{name}</th>" for name in COLUMNS)
     many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
@@ -68,21 +89,19 @@ def phase_text(task) -> str:
     """The phase in words, with the time a scheduler kept the task queued: "pending 12 s" while it waits,
     "training (12 s pending)" after (--timeout does not count that time)."""
     words = phase_words(task)
-    pending = task.vitals.time_in(until=task.ended_at).get("pending", 0.0)
+    pending = task.time_in.get("pending", 0.0)
     if task.phase == "pending":
         return f"{words} {pending:.0f} s"
     return f"{words} ({pending:.0f} s pending)" if pending >= 1 else words
 
 
 def _row(task, flagged: bool, badge) -> str:
-    vitals = task.vitals
-    label = task.label
-    _, progress = task.metrics.progress()
-    cpu = "-" if vitals.cpu_percent is None or not task.alive else f"{vitals.cpu_percent:.0f} %"
-    memory = megabytes(vitals.rss) if vitals.rss and task.alive else (
-        f"peak {megabytes(task.signals.peak_rss)}" if task.signals.peak_rss else "-")
-    cells = [("&#9888; " if flagged else "") + html.escape(label), badge(task.status),
+    _, progress = task.progress
+    cpu = "-" if task.cpu_percent is None or not task.alive else f"{task.cpu_percent:.0f} %"
+    memory = megabytes(task.rss) if task.rss and task.alive else (
+        f"peak {megabytes(task.peak_rss)}" if task.peak_rss else "-")
+    cells = [("&#9888; " if flagged else "") + html.escape(task.label), badge(task.status),
              html.escape(phase_text(task)), html.escape(progress or "-"),
-             html.escape(rate_text(vitals.rate) if task.alive else "-"), cpu, html.escape(memory),
+             html.escape(rate_text(task.rate) if task.alive else "-"), cpu, html.escape(memory),
              str(task.restarts)]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"

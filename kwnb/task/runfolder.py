@@ -5,7 +5,9 @@ write their logs, reports and, under Slurm, their TF_CONFIG and exit codes into 
 spelled here only, in standard-library code both sides can import.
 
     .kwnb/runs/NAME-YYYYmmdd-HHMMSS[-K]/
-        run.json                 what was launched (RunDescription): export or launch it again later
+        run.json                 what was launched (RunDescription): export or launch it again later;
+                                 at the end, how it went ("result": engine/record.py, read by engine/past.py)
+        history.json             the metric rows at the end (epochs and steps of each task)
         main.py, helpers.py      copies of the script and the %%kw_file modules, as they were
         <type>-<index>.log       each task's stdout and stderr, appended across restarts
         metrics-<position>.jsonl rows from kwnb.report()
@@ -45,6 +47,8 @@ PER_TASK_ENV = ("TF_CONFIG", POSITION_ENV, PARENT_PID_ENV)
 
 RUNS_DIR_ENV = "KWNB_RUNS_DIR"
 DESCRIPTION = "run.json"
+# run.json's "format": 1 (no key) what was launched; 2 adds "result" when the run ends (engine/record.py).
+RUN_JSON_FORMAT = 2
 SUMMARY = "summary.txt"
 CURVES = "curves.png"
 TIMELINE = "timeline.png"

@@ -22,7 +22,8 @@ import nbformat
 import pytest
 
 # The checks and the page probes live in modules of their own; their names stay importable from here.
-from .dashboard_checks import (COLUMNS, check_late_worker_shown_waiting, check_overview_rows,  # noqa: F401
+from .dashboard_checks import (COLUMNS, check_dashboard_shown_once, check_late_worker_shown_waiting,  # noqa: F401
+                               check_overview_rows,
                                check_runtime_lines_folded, check_timeline_drawn, during_run, phases, running,
                                toggle_text)
 from .lab import CHROMIUM, CHROMIUM_ARGS, DARK
@@ -122,6 +123,7 @@ def record_session(frontend: Frontend, base: Path) -> dict:
             record["timings"]["idle"] = time.monotonic() - started
             watch_training(page, frontend, record, started)
             light_theme_end(page, frontend, record)
+            record["saved"] = saved_run_output(page, root / "ui.ipynb")
             dark_theme_reopened(lab, page, frontend, record)
         except Exception:
             page.screenshot(path=str(SHOTS / f"{frontend.prefix}failure.png"))
@@ -206,7 +208,9 @@ def narrow(page, frontend: Frontend, record: dict) -> None:
     """A 700 px wide window: the screenshot, and how far the dashboard and its overview overflow the cell."""
     page.set_viewport_size({"width": 700, "height": 1100})
     page.wait_for_timeout(600)
-    page.locator(f"{DASHBOARD} table.kwnb-overview").scroll_into_view_if_needed()
+    # In one step in the page: the table is replaced at each refresh (4 a second), so a locator's
+    # wait for it to be stable can end on a detached element on a loaded machine.
+    page.evaluate(f"() => document.querySelector('{DASHBOARD} table.kwnb-overview').scrollIntoView({{block: 'nearest'}})")
     record["screenshots"]["narrow"] = shot(page, f"{frontend.prefix}dashboard-narrow-700px.png",
                                            docs="dashboard-narrow.png" if frontend.docs else None)
     record["narrow_overflow"] = page.evaluate(
@@ -214,6 +218,9 @@ def narrow(page, frontend: Frontend, record: dict) -> None:
         " return d.scrollWidth - d.clientWidth; }")
     record["narrow_overview_overflow"] = page.evaluate(OVERVIEW_OVERFLOW_JS)
     record["narrow_too_wide"] = page.evaluate(TOO_WIDE_JS)
+    # An image redrawn at that moment (the timeline, every few seconds) is measured once loaded.
+    page.wait_for_function(f"() => [...document.querySelectorAll('{DASHBOARD} > img')].every(i => i.complete)",
+                           timeout=5000)
     record["narrow_snapshot"] = page.evaluate(SNAPSHOT_JS)
     record["contrast_narrow"] = page.evaluate(CONTRAST_JS)
     page.set_viewport_size({"width": 1280, "height": 1100})
@@ -225,6 +232,23 @@ def light_theme_end(page, frontend: Frontend, record: dict) -> None:
     record["screenshots"]["light"] = shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-light.png",
                                           docs="dashboard-light.png" if frontend.docs else None)
     record["screenshots"]["light_page"] = shot(page, f"{frontend.page_name}-light.png")
+
+
+def saved_run_output(page, path: Path, seconds: float = 20) -> list[dict]:
+    """Save the notebook (Ctrl+S) and read back the run cell's outputs: what the page kept of them,
+    the run's end update included."""
+    before = path.stat().st_mtime_ns
+    select_cell(page, 0)
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + seconds
+    while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    notebook = nbformat.read(path, as_version=4)
+    saved = [dict(output.get("data", {})) for output in notebook.cells[1].outputs]
+    for cell in notebook.cells:  # the page reopened next starts without outputs, as it did before this save
+        cell.outputs, cell.execution_count = [], None
+    nbformat.write(notebook, path)
+    return saved
 
 
 def dark_theme_reopened(lab, page, frontend: Frontend, record: dict) -> None:

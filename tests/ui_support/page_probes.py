@@ -45,6 +45,14 @@ SNAPSHOT_JS = """() => {
           return pre.getBoundingClientRect().bottom <= e.getBoundingClientRect().bottom + 2;
       return true; })(),
     img_box: img ? {shown: img.offsetWidth > 0 && img.offsetHeight > 0, width: img.clientWidth} : null,
+    // The %%kw_worker cell's output: the dashboard once, and its static account (for pages
+    // without widgets) never shown beside it, also after the run's end updated that output.
+    first_output: (() => { const area = document.querySelectorAll('.jp-Cell')[1].querySelector('.jp-OutputArea');
+      const node = area.querySelector('.kwnb-dashboard');  // numbered once: a new number is a new element
+      if (node && !node.dataset.kwnbNode) node.dataset.kwnbNode = String(window.kwnbNodes = (window.kwnbNodes || 0) + 1);
+      return {dashboards: area.querySelectorAll('.kwnb-dashboard').length, node: node ? node.dataset.kwnbNode : null,
+              dashboards_in_page: document.querySelectorAll('.kwnb-dashboard').length,
+              static_in_page: [...document.querySelectorAll('.kwnb-static')].filter(shown).length}; })(),
     answers: [...document.querySelectorAll('.jp-Cell')].slice(2, 3)
       .map(c => c.querySelector('.jp-OutputArea').textContent.trim()),
   };

@@ -1,0 +1,49 @@
+"""`%kw_runs` and `%kw_show`: the runs kept on disk, and any one of them shown as its dashboard, after a
+kernel restart as well (engine/past.py reads the folders)."""
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .. import api
+from ..errors import KwnbError
+
+
+@magics_class
+class PastRunMagics(Magics):
+    @line_magic
+    @magic_arguments()
+    @argument("--all", action="store_true", help="every run folder, not only the newest of each name")
+    def kw_runs(self, line):
+        """The runs on disk (.kwnb/runs, or $KWNB_RUNS_DIR), newest first: name, when, status, tasks,
+        duration. Without --all, the newest folder of each name (what %kw_show NAME opens)."""
+        from ..engine.past import list_runs, listing_line
+
+        args = parse_argstring(self.kw_runs, line)
+        listings = list_runs(newest_per_name=not args.all)
+        if not listings:
+            print("kwnb: no run folder yet (runs are kept in .kwnb/runs of the working directory)")
+        for listing in listings:
+            print(listing_line(listing))
+
+    @line_magic
+    @magic_arguments()
+    @argument("run", help="a run name (its newest folder) or a run folder")
+    def kw_show(self, line):
+        """Show a run's dashboard: a run of this kernel live, a past one as it ended (kwnb.open_run)."""
+        from ..engine.past import open_run
+        from .dashboard import dashboard_for
+
+        ref = parse_argstring(self.kw_show, line).run
+        live = [run for run in api.runs() if run.name == ref or str(run.dir) == ref]
+        if live:
+            dashboard_for(live[-1]).show()
+            return
+        try:
+            past = open_run(ref)
+        except KwnbError as error:
+            raise UsageError(str(error)) from None
+        dashboard_for(past).show()
+        for what in past.missing:
+            print(f"kwnb: not recorded: {what}")

@@ -1,0 +1,271 @@
+"""Past runs read back from their folders (engine/past.py), the snapshot views render from
+(engine/snapshot.py), and the dashboard drawn from it while the supervisor is stuck.
+
+Plain-Python workers (tests/scripts/behave.py, report_epochs.py): the folder format and the
+readers are what is tested; a real TensorFlow run reopened after a kernel restart is in
+tests/test_kernel.py.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from IPython import get_ipython
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+import kwnb
+from kwnb.engine.past import UnreadableRun, list_runs
+from kwnb.engine.snapshot import RunSnapshot
+
+SCRIPTS = Path(__file__).parent / "scripts"
+HISTORY_NAME = "history.json"
+
+
+BROKEN = """\
+import json, os, time
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+print(f"worker {index} started", flush=True)
+if index == 1:
+    raise RuntimeError("the data went missing")
+time.sleep(30)
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two finished runs: one clean (reported epochs), one where worker 1 fails (diagnoses, a reason)."""
+    base = tmp_path_factory.mktemp("past")
+    clean = kwnb.launch(SCRIPTS / "report_epochs.py", n=2, name="clean", runs_dir=base / "runs", cwd=base)
+    (base / "broken.py").write_text(BROKEN)
+    failed = kwnb.launch(base / "broken.py", n=2, name="broken", runs_dir=base / "runs", cwd=base, failure_grace=0.5,
+                         stop_grace=1.0)
+    assert clean.wait(60) == [0, 0], clean.summary()
+    failed.wait(60)
+    assert failed.done and failed.exit_codes[1] == 1, failed.summary()
+    return base / "runs", clean, failed
+
+
+def wait_for(predicate, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def copy_of(run, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run.dir, tmp_path / run.dir.name))
+
+
+def test_a_past_run_shows_what_the_live_one_showed(runs):
+    runs_dir, clean, failed = runs
+    for live in (clean, failed):
+        past = kwnb.open_run(live.name, runs_dir=runs_dir)
+        assert past.dir == live.dir and past.done and past.missing == []
+        assert past.status == live.status and past.exit_codes == live.exit_codes
+        assert past.history() == live.history() and past.step_history(1) == live.step_history(1)
+        assert [(d.kind, d.task, d.message) for d in past.diagnoses] == \
+               [(d.kind, d.task, d.message) for d in live.diagnoses]
+        assert [(d.kind, d.task) for d in past.diagnosis_history] == [(d.kind, d.task) for d in live.diagnosis_history]
+        assert past.reason == live.reason and past.logs(1) == live.logs(1)
+        assert [t.phases for t in past.snapshot().tasks] == [t.phases for t in live.snapshot().tasks]
+        # The same renderer, two sources: only the elapsed-time rounding could differ, and it does not.
+        assert past.summary() == live.summary()
+    assert kwnb.open_run(failed.dir).diagnoses and "error" in {d.kind for d in failed.diagnoses}
+    assert failed.status == "failed" and kwnb.open_run(failed.dir).reason
+
+
+def test_runs_are_listed_newest_first(runs):
+    runs_dir, clean, failed = runs
+    listed = list_runs(runs_dir)
+    assert [r.name for r in listed] == ["broken", "clean"] or [r.name for r in listed] == ["clean", "broken"]
+    assert listed == sorted(listed, key=lambda r: r.started, reverse=True)
+    by_name = {r.name: r for r in listed}
+    assert by_name["broken"].status == "failed" and by_name["clean"].status == "finished"
+    assert by_name["clean"].tasks == 2 and 0 < by_name["clean"].duration < 60
+
+
+def test_damaged_folders_get_one_clear_line(runs, tmp_path):
+    _, clean, _ = runs
+    truncated = copy_of(clean, tmp_path / "truncated")
+    (truncated / "run.json").write_text((truncated / "run.json").read_text()[:200])
+    newer = copy_of(clean, tmp_path / "newer")
+    data = json.loads((newer / "run.json").read_text())
+    (newer / "run.json").write_text(json.dumps({**data, "format": 99}))
+    gone = copy_of(clean, tmp_path / "gone")
+    (gone / "run.json").unlink()
+    odd = copy_of(clean, tmp_path / "odd")
+    (odd / "run.json").write_text(json.dumps({**data, "result": {"status": "finished", "tasks": "nonsense"}}))
+    expected = {truncated: "cut short or not JSON", newer: "newer kwnb (run.json format 99",
+                gone: "not a kwnb run folder", odd: "'result' is not what kwnb writes"}
+    for folder, words in expected.items():
+        with pytest.raises(UnreadableRun) as caught:
+            kwnb.open_run(folder)
+        message = str(caught.value)
+        assert words in message and "\n" not in message, message
+    with pytest.raises(UnreadableRun, match="no run named 'nothing'"):
+        kwnb.open_run("nothing", runs_dir=tmp_path)
+
+
+def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path):
+    _, clean, _ = runs
+    older = copy_of(clean, tmp_path / "older")  # as kwnb wrote it before run.json had a result
+    data = json.loads((older / "run.json").read_text())
+    del data["format"], data["result"]
+    (older / "run.json").write_text(json.dumps(data))
+    (older / "history.json").unlink()
+    past = kwnb.open_run(older)
+    assert past.status == "unknown" and past.exit_codes == [None, None]
+    assert any("an older kwnb wrote this folder" in m for m in past.missing)
+    assert any("history.json" in m for m in past.missing)
+    assert past.history() == clean.history()  # read again from the logs and kwnb.report() rows
+    assert "exit codes: unknown, unknown" in past.summary() and "not recorded: " in past.summary()
+    from kwnb.notebook.dashboard import Dashboard
+
+    shown = Dashboard(past)
+    assert "not recorded: how the run ended" in shown.banner.value and "UNKNOWN" in shown.title.value
+    assert "not recorded: how the run ended" in shown._bundle()["text/html"]
+
+    cut_off = copy_of(clean, tmp_path / "cut_off")  # this kwnb's folder, but the kernel died before the run ended
+    data = json.loads((cut_off / "run.json").read_text())
+    del data["result"]
+    (cut_off / "run.json").write_text(json.dumps(data))
+    past = kwnb.open_run(cut_off)
+    assert past.status == "unknown" and any("still going elsewhere, or what ran it ended" in m for m in past.missing)
+    assert past.history() == clean.history() and not any(HISTORY_NAME in m for m in past.missing)
+
+    deleted = copy_of(clean, tmp_path / "deleted")
+    (deleted / "worker-1.log").unlink()
+    past = kwnb.open_run(deleted)
+    assert past.exit_codes == [0, 0] and any("worker-1.log" in m for m in past.missing)
+    assert past.snapshot().tasks[1].tail == () and past.logs(0) == clean.logs(0)
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")
+    return shell
+
+
+def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys):
+    runs_dir, clean, failed = runs
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(runs_dir))
+    broken = Path(shutil.copytree(clean.dir, runs_dir / "clean-20200101-000000"))
+    (broken / "run.json").write_text("{")
+    try:
+        ip.run_line_magic("kw_runs", "")
+        listing = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in listing if "unreadable" not in line] in (["broken", "clean"],
+                                                                                      ["clean", "broken"])
+        (bad,) = [line for line in listing if "unreadable" in line]
+        assert bad.startswith("clean-20200101-000000") and "cut short or not JSON" in bad
+        ip.run_line_magic("kw_runs", "--all")
+        assert len(capsys.readouterr().out.splitlines()) == 3
+        with pytest.raises(UsageError, match="not a kwnb run folder|no run named"):
+            ip.run_line_magic("kw_show", str(tmp_path / "nowhere"))
+    finally:
+        shutil.rmtree(broken)
+    from kwnb.notebook.dashboard import Dashboard
+
+    past = kwnb.open_run(clean.dir)
+    bundle = Dashboard(past)._bundle()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == past.summary() and "exit codes: 0, 0" in bundle["text/plain"]
+    assert bundle["text/html"].count("data:image/png;base64,") == 2  # the curves the run saved and the timeline
+    assert "kwnb-overview" in bundle["text/html"] and "FINISHED" in bundle["text/html"]
+    failed_bundle = Dashboard(kwnb.open_run(failed.dir))._bundle()
+    assert "FAILED" in failed_bundle["text/html"] and "&#9888; <b>error</b>" in failed_bundle["text/html"]
+
+
+def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path, monkeypatch):
+    """A poll that blocks (a scheduler that does not answer) holds the supervisor, not the views: the
+    dashboard draws every tab from a snapshot, and never while holding the run's state lock."""
+    from kwnb.notebook import dashboard as views
+
+    run = kwnb.launch(SCRIPTS / "behave.py", n=2, name="stuck", args="--sleep 30", runs_dir=tmp_path / "runs",
+                      cwd=tmp_path)
+    stuck, release = threading.Event(), threading.Event()
+    process = run.workers[1]._process
+    real_poll = process.poll
+
+    def slow_poll():
+        stuck.set()
+        release.wait(60)
+        return real_poll()
+
+    locked_while_rendering = []
+    real_overview = views.overview_html
+
+    def overview_html(snapshot, diagnoses, *args):
+        locked_while_rendering.append(run._lock._is_owned())
+        return real_overview(snapshot, diagnoses, *args)
+
+    monkeypatch.setattr(views, "overview_html", overview_html)
+    try:
+        assert wait_for(lambda: "worker 1 started" in "\n".join(run.snapshot().tasks[1].tail))
+        process.poll = slow_poll
+        assert stuck.wait(30), "the supervisor never polled"
+        dashboard = views.Dashboard(run)
+        drawn = threading.Thread(target=dashboard.refresh, kwargs={"force_curves": True})
+        drawn.start()
+        drawn.join(10)
+        assert not drawn.is_alive(), "the dashboard waited for the stuck supervisor"
+        assert isinstance(dashboard._snapshot, RunSnapshot) and "RUNNING" in dashboard.overview.value
+        assert locked_while_rendering and not any(locked_while_rendering)
+        assert "worker 1 started" in dashboard.logs[1].value and "worker 0 started" in dashboard.logs[0].value
+    finally:
+        process.poll = real_poll
+        release.set()
+        run.stop()
+    assert run.done
+
+
+READERS = ["engine/snapshot.py", "engine/past.py", "engine/record.py", "engine/summary.py", "timeline.py", "plotting.py",
+           "outputs.py", "notebook/dashboard.py", "notebook/overview.py", "notebook/static.py", "notebook/runs_magic.py"]
+
+
+def test_readers_import_nothing_from_run_py():
+    """Views render a snapshot: none of them imports engine/run.py, not even for type hints."""
+    import ast
+
+    package = Path(kwnb.__file__).parent
+    offenders = []
+    for name in READERS:
+        for node in ast.walk(ast.parse((package / name).read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{alias.name}" for alias in node.names]
+                if any(n.split(".")[-2:] in (["engine", "run"],) or n in ("run", ".run") or
+                       (node.level and n.lstrip(".") == "run") for n in names):
+                    offenders.append(f"{name}: from {'.' * node.level}{node.module or ''} import ...")
+            elif isinstance(node, ast.Import) and any(alias.name.endswith("engine.run") for alias in node.names):
+                offenders.append(f"{name}: import {node.names[0].name}")
+    assert not offenders, offenders
+
+
+def test_terminal_lists_and_shows_past_runs(runs, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    runs_dir, clean, _ = runs
+    truncated = copy_of(clean, tmp_path)
+    (truncated / "run.json").write_text("{\"name\": \"clean\", \"tas")
+    env = {**os.environ, "KWNB_RUNS_DIR": str(runs_dir)}
+
+    def kwnb_cli(*args):
+        return subprocess.run([sys.executable, "-m", "kwnb", *args], capture_output=True, text=True, env=env, timeout=60)
+
+    listed = kwnb_cli("runs")
+    assert listed.returncode == 0 and sorted(line.split()[0] for line in listed.stdout.splitlines()) == ["broken", "clean"]
+    shown = kwnb_cli("show", "clean")
+    assert shown.returncode == 0 and shown.stdout.strip() == clean.summary()
+    broken = kwnb_cli("show", str(truncated))
+    assert broken.returncode == 2 and broken.stdout == ""
+    assert broken.stderr.count("\n") == 1 and "cut short or not JSON" in broken.stderr, broken.stderr

@@ -9,13 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 from PIL import Image
 
 import kwnb
-from kwnb.engine.vitals import Vitals
 from kwnb.outputs import draw
 from kwnb.timeline import PHASE_COLOURS, timeline_data, timeline_live_png
 
@@ -64,12 +62,15 @@ def test_pictures_drawn_in_a_subprocess_are_those_drawn_here(tmp_path):
 
 
 def fake_run(phases_by_task, ended_at=None):
-    tasks = []
-    for position, phases in enumerate(phases_by_task):
-        vitals = Vitals()
-        vitals.phases = phases
-        tasks.append(SimpleNamespace(vitals=vitals, ended_at=ended_at, id=f"worker:{position}", is_chief=position == 0))
-    return SimpleNamespace(name="r<1>", started_at=100.0, ended_at=ended_at, workers=tasks)
+    """A RunSnapshot (what every renderer reads) of tasks with these phases."""
+    from kwnb.engine.snapshot import RunSnapshot, TaskView
+    from kwnb.task.tf_config import TaskId
+
+    tasks = tuple(TaskView(position=position, id=TaskId("worker", position), is_chief=position == 0,
+                           status=phases[-1][1], phase=phases[-1][1], phases=tuple(phases), ended_at=ended_at)
+                  for position, phases in enumerate(phases_by_task))
+    return RunSnapshot(name="r<1>", dir=Path("/nonexistent"), status="running", done=False, tasks=tasks,
+                       started_at=100.0, ended_at=ended_at)
 
 
 def test_the_live_timeline_is_drawn_without_matplotlib_as_the_saved_one_is(monkeypatch):
@@ -104,7 +105,7 @@ def test_many_tasks_the_shown_tab_is_current_and_the_failed_task_leads_the_overv
 
     run = kwnb.launch(BEHAVE, n=14, name="many", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host",
                       warm=False, args="--sleep 15 --fail-index 9 --code 3", on_failure="keep")
-    dashboard = Dashboard(run, print_summary=False)
+    dashboard = Dashboard(run)
     try:
         deadline = time.monotonic() + 60
         while not (run.workers[9].returncode is not None and "tall" in dashboard.overview.value

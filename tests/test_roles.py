@@ -272,9 +272,9 @@ def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
     from kwnb.notebook.dashboard import Dashboard, badge
     from kwnb.notebook.overview import overview_html
 
-    board = Dashboard(run, print_summary=False)
+    board = Dashboard(run)
     board._thread.join(10)
     assert list(board.tabs.titles) == ["chief 0: finished", "worker 0: finished", "evaluator 0: finished"]
-    rows = overview_html(run, [], badge).split("<tr>")[2:]
+    rows = overview_html(run.snapshot(), [], badge).split("<tr>")[2:]
     assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["chief 0", "worker 0", "evaluator 0"]
     assert board.curves.value  # drawn, the evaluator's line among the chief's

@@ -81,11 +81,15 @@ def test_busy_cpus_are_named_and_the_pool_waits(monkeypatch):
         return clock["busy"]
 
     monkeypatch.setattr(warm_room, "_machine_busy", machine_busy)
+    monkeypatch.setattr(warm_room, "_machine_running", lambda: 1)  # only the thread that looks
     monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 2)
     said = warm_room.others_busy([], limits(24, 2, 2), window=0.05)
     assert said == "other work uses 2.0 of this machine's 2 CPUs"
     monkeypatch.setattr(warm_room, "_machine_busy", lambda: 5.0)  # nothing else running
     assert warm_room.others_busy([], limits(24, 2, 2), window=0.05) == ""
+    # Starved work: little CPU time, yet 3 threads waiting to run besides the one that looks.
+    monkeypatch.setattr(warm_room, "_machine_running", lambda: 4)
+    assert warm_room.others_busy([], limits(24, 2, 2), window=0.05) == "other work uses 3.0 of this machine's 2 CPUs"
 
 
 def test_a_refill_waits_while_the_cpus_are_busy_and_a_stop_ends_the_wait(monkeypatch):

@@ -11,6 +11,7 @@ whether the CPUs are quiet enough to import TensorFlow beside other people's wor
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from ..engine.limits import Limits, format_bytes, read_limits
+from ..engine.limits import Limits, cgroup_of, format_bytes, read_limits
 
 # What a TensorFlow task takes once it trains (PSS/RSS of a small tf-keras MultiWorkerMirroredStrategy
 # fit here, TF 2.21: 0.55-0.65 GB), and what a task of a script that imports no TensorFlow takes.
@@ -27,6 +28,7 @@ LIGHT_TASK_MEMORY = 60 << 20
 SPARE_MEMORY = 256 << 20  # the kernel's own growth while the next run goes (its dashboard, its reading)
 BUSY_SHARE = 0.5  # other work above this share of the CPUs: no refill now
 QUIET_WINDOW = 1.0  # seconds over which CPU use is measured
+SAMPLES = 10  # looks at the runnable threads within the window
 
 
 @dataclass(frozen=True)
@@ -117,19 +119,50 @@ def _cpu_of(pids: list[int]) -> float:
     return total
 
 
+def _machine_running() -> int:
+    """Threads running or waiting for a CPU on the machine now (/proc/stat procs_running)."""
+    found = re.search(r"^procs_running (\d+)", _read(Path("/proc/stat")) or "", re.M)
+    return int(found.group(1)) if found else 0
+
+
+def _running_in(group_procs: Path, excluded: set[int]) -> int:
+    """Threads running or runnable now in a group's processes, less the excluded processes'."""
+    running = 0
+    for pid in (_read(group_procs) or "").split():
+        if int(pid) in excluded:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            stat = _read(Path(f"/proc/{pid}/task/{tid}/stat")) or ""
+            running += stat.rpartition(")")[2].split()[:1] == ["R"]
+    return running
+
+
 def others_busy(pool_pids: list[int], limits: Limits, window: float = QUIET_WINDOW) -> str:
-    """Why the CPUs are too busy for a refill now (other work than the pool's), or "" when quiet."""
+    """Why the CPUs are too busy for a refill now (other work than the pool's), or "" when quiet.
+
+    Both what other work used (CPU time) and what it asked for (runnable threads, sampled 10 times):
+    under contention a trainer gets less than it wants, and its usage alone would look quiet."""
+    cores, group = psutil.cpu_count() or 1, cgroup_of("cpu")
+    procs = group[0].path / "cgroup.procs" if group and limits.cpus < cores else None
+    excluded = {os.getpid(), *pool_pids}
     machine, session, pool = _machine_busy(), _own_cpu_usage(), _cpu_of(pool_pids)
-    time.sleep(window)
+    machine_wanted = session_wanted = 0
+    for _ in range(SAMPLES):
+        time.sleep(window / SAMPLES)
+        machine_wanted += max(0, _machine_running() - 1)  # less this thread, which is running to look
+        session_wanted += _running_in(procs, excluded) if procs else 0
     pool = _cpu_of(pool_pids) - pool
-    machine_others = max(0.0, _machine_busy() - machine - pool) / window
-    cores = psutil.cpu_count() or 1
+    machine_others = max(_machine_busy() - machine - pool, 0.0) / window
+    machine_others = max(machine_others, machine_wanted / SAMPLES)
     if machine_others > BUSY_SHARE * cores:
         return f"other work uses {machine_others:.1f} of this machine's {cores} CPUs"
-    limited = limits.cpus < cores and session is not None
-    if limited:
-        session_others = max(0.0, (_own_cpu_usage() or session) - session - pool) / window
+    if procs is not None:
+        used = (_own_cpu_usage() or 0.0) - session - pool if session is not None else 0.0
+        session_others = max(used / window, session_wanted / SAMPLES)
         if session_others > BUSY_SHARE * limits.cpus:
-            return f"other work uses {session_others:.1f} of the session's {limits.cpus:g} CPUs"
+            return f"other work uses {session_others:.1f} of the session's {limits.cpus:g} CPU{'s' * (limits.cpus != 1)}"
     return ""
-

@@ -1,14 +1,17 @@
 """The overview above the dashboard's tabs: one row per task, every task visible at once.
 
 Label, status in words, phase, epoch and step, recent step rate, CPU and memory (the task's whole
-process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task.
+process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task;
+under the table, the session's memory against the limit that applies (engine/limits.py).
 Plain HTML with the theme's own colours (JupyterLab's --jp-* variables), so it reads in light and
 dark themes and at 700 px.
 """
 from __future__ import annotations
 
 import html
+import time
 
+from ..engine.limits import read_limits
 from ..engine.summary import megabytes, rate_text
 
 PHASE_WORDS = {"pending": "queued", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
@@ -30,8 +33,20 @@ def overview_html(run, diagnoses, badge) -> str:
     marked = {d.task for d in diagnoses}
     head = "".join(f"<th>{name}</th>" for name in COLUMNS)
     rows = "".join(_row(task, task.position in marked, badge) for task in run.workers)
-    return f'<table class="kwnb-overview"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return (f'<table class="kwnb-overview"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+            f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>')
 
+
+_limits = [0.0, None]  # when last read, the Limits: at most every LIMITS_SECONDS (MEM_LIMIT alone sums processes)
+LIMITS_SECONDS = 5.0
+
+
+def memory_line() -> str:
+    """'memory: 733 MB of 2.0 GB (cgroup v1 memory.limit_in_bytes)': the session's, where its limit counts it."""
+    if _limits[1] is None or time.monotonic() - _limits[0] >= LIMITS_SECONDS:
+        _limits[:] = [time.monotonic(), read_limits()]
+    limits = _limits[1]
+    return f"memory: {megabytes(limits.memory_used)} of {megabytes(limits.memory)} ({limits.memory_source})"
 
 
 def _row(task, flagged: bool, badge) -> str:

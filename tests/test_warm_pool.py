@@ -108,3 +108,20 @@ def test_a_refill_waits_while_the_cpus_are_busy_and_a_stop_ends_the_wait(monkeyp
     pool.stop()
     refill.join(10)
     assert not refill.is_alive() and pool.status() == []
+
+
+def test_kw_pool_says_the_cap_and_why(monkeypatch, capsys):
+    from IPython.testing.globalipapp import get_ipython
+
+    from kwnb.backends.warm import POOL
+
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")  # with KWNB_WARM=0 (tests/conftest.py): no pool prepared
+    monkeypatch.setenv("KWNB_WARM", "1")
+    monkeypatch.setenv("CPU_LIMIT", "1")
+    monkeypatch.setenv("MEM_LIMIT", str(512 << 20))  # less than one training task and the spare
+    monkeypatch.setattr(POOL, "cap_reason", "")  # no refill yet: what the limits allow now
+    shell.run_line_magic("kw_pool", "")
+    said = capsys.readouterr().out
+    assert "kwnb: pool cap at most 0, by the memory: 1 CPU (CPU_LIMIT); memory for 0 training tasks" in said
+    assert "of 537 MB, MEM_LIMIT" in said

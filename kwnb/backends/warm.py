@@ -318,6 +318,12 @@ class Pool:
             shutil.rmtree(folder, ignore_errors=True)
         return len(idle)
 
+    def cap_text(self) -> str:
+        """The pool's cap and why, in words: the last refill's, else what the session's limits allow now."""
+        with self._lock:
+            said = self.cap_reason
+        return said or warm_room.cap(read_limits(), self.memory()).why
+
     def status(self) -> list[dict]:
         with self._lock:
             idle = list(self._idle)

@@ -96,6 +96,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool, Path 
             parser.error("--rounds must be at least 1")
         cfg.rounds = cfg.scaling_rounds = args.rounds
         cfg.throughput_rounds = args.rounds if cfg.smoke else 2 * args.rounds
+        cfg.thread_rounds = cfg.firstcell_rounds = args.rounds
     if args.tutorial_sleep is not None:
         cfg.tutorial_sleep = args.tutorial_sleep
     cfg.sections = [s.strip() for s in args.sections.split(",") if s.strip()]

@@ -18,7 +18,7 @@ Rules that keep it correct and cheap:
 
 Which lock guards what: `Pool._lock` guards all of the pool's state (the idle interpreters, the
 active runs, what to refill for, the generation, the log folder, the timer, the adopted network, the
-figures); it is never held while a process starts or stops. A refill starts interpreters without it,
+words for %kw_pool); it is never held while a process starts or stops. A refill starts interpreters without it,
 then adds them only if no stop() or run_started() came meanwhile (the generation is unchanged).
 """
 from __future__ import annotations
@@ -100,7 +100,6 @@ class Pool:
         self._wanted: tuple | None = None  # (key, python, env, cwd, count, private) to refill for
         self._generation = 0  # bumped by stop() and run_started(): a refill begun before adds nothing
         self._last_used = time.monotonic()
-        self.measured_pss = 0
         self.refused = ""  # why the pool is not (yet) full, in words
         self.cap_reason = ""  # the pool's cap and why, in words (from the session's limits: warm_room.py)
         self._folder: Path | None = None  # the warm interpreters' own logs (imports), made with the first
@@ -208,8 +207,8 @@ class Pool:
             started = [warm for _ in range(missing)
                        if (warm := self._start(generation, wanted_key, python, env, cwd, network)) is not None]
             if self._add(generation, started):
-                threading.Thread(target=self._measure, args=(started[0],), daemon=True).start()
-            elif made and not started:
+                return
+            if made and not started:
                 network.close()
             else:
                 _end_all(started, keep=None if made else network)
@@ -281,14 +280,6 @@ class Pool:
             popen = subprocess.Popen(network.enter(argv) if network else argv, stdin=subprocess.PIPE, stdout=out,
                                      stderr=subprocess.STDOUT, env=env, cwd=cwd, **_own_group())
         return Warm(popen, wanted_key, log, network)
-
-    def _measure(self, warm: Warm) -> None:
-        deadline = time.monotonic() + 60
-        while not warm.ready and warm.popen.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        pss = warm.pss()
-        with self._lock:
-            self.measured_pss = pss or self.measured_pss
 
     def _arm_idle_timer(self) -> None:  # called with _lock held
         if self._timer is not None:

@@ -24,7 +24,7 @@ from ..engine.limits import Limits, cgroup_of, format_bytes, read_limits
 # What a TensorFlow task takes once it trains: peak RSS 729 MB for each task of a small tf-keras
 # MultiWorkerMirroredStrategy fit here (tests/scripts/warm_probe.py, benchmarks/workloads/train.py,
 # TF 2.21; RSS counts the shared libraries in every task, so on the safe side). A task of a script that
-# imports no TensorFlow: a Python and kwnb's bootstrap.
+# imports no TensorFlow: a Python with kwnb's bootstrap (about 10 MB here) and room for a few imports.
 TASK_MEMORY = 730 * 10**6
 LIGHT_TASK_MEMORY = 60 * 10**6
 SPARE_MEMORY = 250 * 10**6  # the kernel's own growth while the next run goes (its dashboard, its reading)

@@ -33,7 +33,8 @@ IDLE = WORKLOADS / "idle.py"
 # so that the comparison is of the launch method, not of the job (tf-keras vs Keras 3 and so on).
 WORKER_ENV = {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "-1", "MPLBACKEND": "Agg"}
 
-SECTIONS = ("bringup", "throughput", "logpath", "scaling", "profile", "rerun", "kernelcost")  # run.py's, in order
+SECTIONS = ("bringup", "throughput", "logpath", "scaling", "profile", "rerun", "kernelcost", "threads",
+            "firstcell")  # run.py's, in order
 
 _MARK = re.compile(r"BENCH (start|imported|done) (\d+\.\d+)|BENCH step (\d+) (\d+\.\d+)")
 

@@ -7,8 +7,8 @@
 
 Writes OUT/latest.md and OUT/latest.json (OUT: benchmarks/results, or benchmarks/results/smoke
 for --smoke); workers' logs and run folders go to OUT/raw/ (not kept in git).
-Sections: bringup (1), throughput (2), logpath (3), scaling (4), profile (5), rerun (6), kernelcost (7).
-See benchmarks/README.md.
+Sections: bringup (1), throughput (2), logpath (3), scaling (4), profile (5), rerun (6), kernelcost (7),
+threads (8), firstcell (9). See benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # `python benchmarks/run.py` as well as `python -
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "benchmarks"
 
-from benchmarks import bringup, kernelcost, logpath, profile, rerun, scaling, throughput  # noqa: E402
+from benchmarks import bringup, firstcell, kernelcost, logpath, profile, rerun, scaling, threads, throughput  # noqa: E402
 from benchmarks.common import ROOT, SECTIONS, LoadSampler, log, machine_info, write_results  # noqa: E402
 
 
@@ -57,6 +57,12 @@ class Config:
     parse_lines: int = 200_000
     rerun_host: bool = True  # section 6 also runs kwnb warm with network="host", in rounds of its own
     refill_timeout: float = 180.0  # section 6's wait for the pool (two imports on a loaded machine: ~5-15 s)
+    thread_rounds: int = 5  # section 8: 2 workers in a 1-CPU cgroup, kwnb's thread variables or TF's defaults
+    thread_steps: int = 400
+    thread_mark_a: int = 10
+    thread_mark_b: int = 360
+    firstcell_rounds: int = 5  # section 9: a fresh kernel per method and round
+    reading_seconds: float = 15.0  # section 9: between %load_ext and the first cell
     sections: list = field(default_factory=lambda: list(SECTIONS))
     note: str = ""
     command: str = ""
@@ -68,7 +74,8 @@ def smoke_config() -> Config:
                   tutorial_sleep=2.0, pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
                   scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=1.0,
-                  parse_lines=20_000)
+                  parse_lines=20_000, thread_rounds=1, thread_steps=30, thread_mark_a=5, thread_mark_b=25,
+                  firstcell_rounds=1, reading_seconds=5.0)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool, Path | None]:
@@ -90,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool, Path 
             parser.error("--rounds must be at least 1")
         cfg.rounds = cfg.scaling_rounds = args.rounds
         cfg.throughput_rounds = args.rounds if cfg.smoke else 2 * args.rounds
+        cfg.thread_rounds = cfg.firstcell_rounds = args.rounds
     if args.tutorial_sleep is not None:
         cfg.tutorial_sleep = args.tutorial_sleep
     cfg.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -142,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                             "logpath": lambda: logpath.measure(cfg, kernel, kernel_dir, errors),
                             "scaling": lambda: scaling.measure(cfg, kernel, kernel_dir, errors),
                             "rerun": lambda: rerun.measure(cfg, workdir / "rerun", errors, kernel),
-                            "kernelcost": lambda: kernelcost.measure(cfg, kernel, kernel_dir, errors)}
-                for name in ("bringup", "throughput", "logpath", "scaling", "rerun", "kernelcost"):
+                            "kernelcost": lambda: kernelcost.measure(cfg, kernel, kernel_dir, errors),
+                            "threads": lambda: threads.measure(cfg, workdir / "threads", errors),
+                            "firstcell": lambda: firstcell.measure(cfg, workdir / "firstcell", errors)}
+                for name in ("bringup", "throughput", "logpath", "scaling", "rerun", "kernelcost", "threads", "firstcell"):
                     if name in cfg.sections:
                         raw[name] = measures[name]()
                 if "profile" in cfg.sections:
@@ -197,10 +207,11 @@ def tabulate(raw: dict, cfg) -> tuple[list[dict], list[str]]:
         findings += section_findings
     if "kernel_ab" in raw:
         rows += profile.kernel_ab_rows(raw["kernel_ab"], cfg)
-    if "rerun" in raw:
-        section_rows, section_findings = rerun.rows(raw["rerun"], cfg)
-        rows += section_rows
-        findings += section_findings
+    for name, module in (("rerun", rerun), ("threads", threads), ("firstcell", firstcell)):
+        if name in raw:
+            section_rows, section_findings = module.rows(raw[name], cfg)
+            rows += section_rows
+            findings += section_findings
     return rows, findings
 
 

@@ -2,6 +2,7 @@
 machine's network or in a private one of the run's own (netns.py: `--network private|host`)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,14 +14,30 @@ from typing import Callable
 import psutil
 
 from ..engine.cluster import free_ports
+from ..engine.limits import read_limits
 from ..errors import LaunchError, OptionError
 from ..task.tf_config import TaskId
-from . import netns
+from ..task.runfolder import DESCRIPTION, write_description
+from . import netns, warm_room
 from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 from .catalog import LOCAL_ARGUMENTS, NETWORKS
 
 NETWORK_ENV = "KWNB_NETWORK"  # private or host: the default for runs that do not say (e.g. benchmarks: host)
+# TensorFlow sizes its thread pools from the machine's cores (64 threads a task on a 64-core node with
+# one CPU of quota); kwnb shares the CPUs the session may use among the run's tasks instead, unless the
+# user set any of these.
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS")
+
+
+def thread_env(env: dict[str, str], tasks: int, cpus: float) -> dict[str, str]:
+    """The thread variables each of `tasks` tasks gets, or {} where the user set any of them."""
+    if any(name in env for name in THREAD_VARIABLES):
+        return {}
+    share = max(1, int(cpus // max(1, tasks)))
+    # At least 2 inter-op threads: with 1, some graphs (a cond inside a function) hang (tensorflow#38969).
+    return {"TF_NUM_INTRAOP_THREADS": str(share), "TF_NUM_INTEROP_THREADS": str(max(2, share)),
+            "OMP_NUM_THREADS": str(share)}
 
 
 _children: dict[int, list[int]] = {}  # ppid -> pids, of every process on the machine
@@ -127,6 +144,7 @@ class LocalLauncher(Launcher):
     _notes: tuple[str, ...] = ()
     warm = False
     _launches: tuple = ()
+    _threads: tuple = ()  # the thread variables every task of the latest launch gets, as (name, value) pairs
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
         said = "--network" if network else f"${NETWORK_ENV}"
@@ -169,9 +187,17 @@ class LocalLauncher(Launcher):
         warm_pool.POOL.run_started(self)  # cold runs too: the pool must not import TensorFlow beside them
         if self.warm:
             self._launches = launches  # what to prepare warm interpreters for, once the run ends
+        if launches:
+            limits = read_limits()
+            self._threads = tuple(thread_env(launches[0].env, len(launches), limits.cpus).items())
+            _record_threads(launches[0].log_path.parent, dict(self._threads), len(launches), limits)
+            pool_memory = warm_pool.POOL.memory() if self.warm else 0
+            warning = warm_room.fit_warning(launches[0].script, len(launches), pool_memory, limits)
+            self._notes += (warning,) if warning else ()
         return super().start_all(launches)  # all or none; the run's finish() then releases the pool
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
+        launch.env.update(self._threads)  # before the warm pool's key is taken: it includes them
         inside = self.chosen == "private"
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None
@@ -201,6 +227,19 @@ class LocalLauncher(Launcher):
     def take_notes(self) -> list[str]:
         notes, self._notes = list(self._notes), ()
         return notes
+
+
+def _record_threads(run_dir, threads: dict[str, str], tasks: int, limits) -> None:
+    """Say in the run's description (run.json) which thread variables kwnb set, and why."""
+    path = run_dir / DESCRIPTION
+    try:
+        description = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    description["threads"] = {"set": threads, "why": (
+        f"{limits.cpus:g} CPU{'s' * (limits.cpus != 1)} ({limits.cpus_source}) shared by {tasks} tasks" if threads else
+        "not set by kwnb: the environment sets one of " + ", ".join(THREAD_VARIABLES))}
+    write_description(run_dir, description)
 
 
 # Each worker leads a process group of its own, so stop() reaches its children and a Ctrl-C meant for

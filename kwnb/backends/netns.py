@@ -32,8 +32,10 @@ ANSWER_SECONDS = 1.0  # a probe answers in ~0.1 ms; a holder this slow is treate
 # Each helper leads a process group of its own, as the tasks do, so a Ctrl-C meant for `kwnb run` misses it.
 OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
-# Runs inside the namespace, standard library only. argv: the kernel's pid. Requests, one a line:
-# "probe HOST PORT" -> 1|0, "ports N" -> N free ports, "route" -> 1|0 (a default route is up), "companion PID".
+# Runs inside the namespace, standard library only. argv: the kernel's pid. Requests, one a line, each
+# numbered ("7 probe HOST PORT"), answered on one line that repeats the number ("7 1"), so that an answer
+# that came after its asker gave up is recognised and dropped: "probe HOST PORT" -> 1|0, "ports N" -> N free
+# ports, "route" -> 1|0 (a default route is up), "companion PID".
 HOLDER = r"""
 import fcntl, os, random, signal, socket, struct, sys, threading, time
 parent, companion = int(sys.argv[1]), [None]
@@ -96,12 +98,12 @@ loopback_up()
 threading.Thread(target=watch_parent, daemon=True).start()
 print("ready", flush=True)
 for line in sys.stdin:
-    verb, *args = line.split()
+    number, verb, *args = line.split()
     if verb == "companion":
         companion[0], answer = int(args[0]), "ok"
     else:
         answer = {"probe": probe, "ports": ports, "route": route}[verb](*args)
-    sys.stdout.write(answer + "\n")
+    sys.stdout.write(f"{number} {answer}\n")
     sys.stdout.flush()
 end()
 """
@@ -208,7 +210,9 @@ class PrivateNetwork:
         self.holder: subprocess.Popen | None = None
         self.tool: subprocess.Popen | None = None
         self.setup_seconds = 0.0
-        self._lock = threading.Lock()  # one request at a time on the holder's pipe
+        self._lock = threading.Lock()  # one request at a time on the holder's pipe; guards the two below
+        self._asked = 0  # the number of the latest request
+        self._pending = b""  # what was read from the holder past the last whole line
 
     # ----- life cycle --------------------------------------------------------------------------
     def start(self) -> "PrivateNetwork":
@@ -219,7 +223,7 @@ class PrivateNetwork:
                 self.holder = subprocess.Popen(
                     [*_unshare(self.support.user_namespace), sys.executable, "-S", "-I", "-c", HOLDER,
                      str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    text=True, pass_fds=(exit_write,), **OWN_PROCESS_GROUP)
+                    pass_fds=(exit_write,), **OWN_PROCESS_GROUP)
             finally:
                 os.close(exit_write)
             if self._read_line(START_SECONDS) != "ready":
@@ -303,23 +307,45 @@ class PrivateNetwork:
         return [int(port) for port in answer.split()]
 
     def _ask(self, request: str) -> str:
+        """The holder's answer, or "" after ANSWER_SECONDS; an answer that comes later is dropped when read."""
         with self._lock:
+            self._asked += 1
+            number, deadline = str(self._asked), time.monotonic() + ANSWER_SECONDS
             try:
-                self.holder.stdin.write(request + "\n")
+                self.holder.stdin.write(f"{number} {request}\n".encode())
                 self.holder.stdin.flush()
-                return self._read_line(ANSWER_SECONDS)
+                while True:
+                    line = self._read_line(deadline - time.monotonic())
+                    answered, _, answer = line.partition(" ")
+                    if not line or answered == number:
+                        return answer
             except (OSError, ValueError, AttributeError):  # ended, or closed by close()
                 return ""
 
     def _read_line(self, timeout: float) -> str:
-        if not select.select([self.holder.stdout], [], [], timeout)[0]:
-            return ""
-        return self.holder.stdout.readline().strip()
+        """One line from the holder within `timeout` seconds, else "". Read from the descriptor itself:
+        select() on a buffered stream misses a line already in the stream's buffer."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            fd = self.holder.stdout.fileno()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return ""
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the holder has ended
+                return ""
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode(errors="replace").strip()
 
     def _holder_error(self) -> str:
         if self.holder.poll() is None:
             return "no answer"
-        return (self.holder.stderr.read().strip() or f"exit code {self.holder.returncode}")[-300:]
+        try:
+            said = self.holder.stderr.read().decode(errors="replace").strip()
+        except (OSError, ValueError):  # closed by close()
+            said = ""
+        return (said or f"exit code {self.holder.returncode}")[-300:]
 
 
 def _reap(process: subprocess.Popen, grace: float = 2.0) -> None:

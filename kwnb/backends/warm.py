@@ -1,20 +1,25 @@
 """Warm starts: a pool of interpreters that have already imported TensorFlow, one per task of the
-last run, so that re-running a cell skips the 2.4-4 s `import tensorflow` costs per worker here.
+last run (two, for the default `-n 2`, when the extension is loaded) up to the session's cap, so that
+running a cell skips the 2.4-4 s `import tensorflow` costs per worker here.
 
 Rules that keep it correct and cheap:
 - A warm interpreter serves a task only if it was started with the same Python and the same
   environment, apart from what differs per task (`key`): variables such as TF_CPP_MIN_LOG_LEVEL or
   TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device set-up. Otherwise the
   task starts cold, and the next refill builds the pool for the new key.
-- Used once (TensorFlow keeps state); refilled only when no run of this process is active (these
-  machines have 2 cores: an import must not compete with training), and only where available
-  memory covers it with room to spare; emptied after 10 idle minutes and at exit. Each warm
-  interpreter runs the bootstrap's parent watchdog, so a SIGKILLed kernel leaves none behind.
+- Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
+  only when other work leaves the CPUs quiet (an import must not compete with anyone's training),
+  at nice 19; never more than the session's limits allow: one per CPU it may use, and what fits in
+  its memory limit with the next run's needs to spare (warm_room.py); emptied after 10 idle minutes
+  and at exit. Each warm interpreter runs the bootstrap's parent watchdog, so a SIGKILLed kernel
+  leaves none behind.
 - Local backend only. Under `--network private` the pool keeps its interpreters in a private
   network of its own, made in advance, which the next run adopts (backends/netns.py).
 
-Which lock guards what: `Pool._lock` guards the list of idle interpreters and the active runs; it is
-never held while a process starts or stops.
+Which lock guards what: `Pool._lock` guards all of the pool's state (the idle interpreters, the
+active runs, what to refill for, the generation, the log folder, the timer, the adopted network, the
+words for %kw_pool); it is never held while a process starts or stops. A refill starts interpreters without it,
+then adds them only if no stop() or run_started() came meanwhile (the generation is unchanged).
 """
 from __future__ import annotations
 
@@ -33,8 +38,9 @@ from pathlib import Path
 
 import psutil
 
+from ..engine.limits import read_limits
 from ..task.runfolder import PARENT_PID_ENV, PER_TASK_ENV, RUN_DIR_ENV
-from . import netns
+from . import netns, warm_room
 from .base import TaskLaunch
 
 WARM_SCRIPT = str(Path(__file__).parents[1] / "task" / "warm.py")
@@ -42,8 +48,8 @@ WARM_ENV = "KWNB_WARM"  # 0 turns warm starts off for this process
 IDLE_SECONDS = 600.0
 # Not part of the key: set per task, or read only when tf.keras is first touched (after the hand-off).
 NOT_KEYED = (*PER_TASK_ENV, RUN_DIR_ENV, "TF_USE_LEGACY_KERAS")
-MEMORY_RESERVE = 1 << 30  # what must stay available besides the pool (a 2-worker run needs ~1.3 GB more)
-FIRST_GUESS_PSS = 450 << 20  # until one warm interpreter has been measured (TF 2.21 + tf-keras, idle)
+NICE = 19  # warm interpreters import at the lowest priority; the task then runs at the kernel's (task/warm.py)
+QUIET_RETRY = 2.0  # seconds between looks at the CPUs while a refill waits for other work to quieten
 
 
 def key(python: str, env: dict[str, str]) -> str:
@@ -87,13 +93,15 @@ class Warm:
 
 class Pool:
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards every attribute below; never held while a process starts or stops
+        self._filling = threading.Lock()  # one refill at a time (it takes _lock inside, never the other way)
         self._idle: list[Warm] = []
         self._active: set[int] = set()  # the launchers of the local runs going now
         self._wanted: tuple | None = None  # (key, python, env, cwd, count, private) to refill for
+        self._generation = 0  # bumped by stop() and run_started(): a refill begun before adds nothing
         self._last_used = time.monotonic()
-        self.measured_pss = 0
-        self.refused = ""  # why the pool was not refilled last time, in words
+        self.refused = ""  # why the pool is not (yet) full, in words
+        self.cap_reason = ""  # the pool's cap and why, in words (from the session's limits: warm_room.py)
         self._folder: Path | None = None  # the warm interpreters' own logs (imports), made with the first
         self._timer: threading.Timer | None = None
         self._claimed: "netns.PrivateNetwork | None" = None  # the pool's network a running run adopted
@@ -104,9 +112,11 @@ class Pool:
 
     # ----- the launcher's side --------------------------------------------------------------------
     def run_started(self, launcher) -> None:
-        """A local run starts (warm or cold): no refill until it ends. A relaunch starts it again: no matter."""
+        """A local run starts (warm or cold): no refill until it ends, and a refill under way adds
+        nothing (it ends what it started). A relaunch starts it again: no matter."""
         with self._lock:
             self._active.add(id(launcher))
+            self._generation += 1
 
     def run_ended(self, launcher, launches: list[TaskLaunch], private: bool = False) -> None:
         """A run of this process ended: remember what it launched (if it may start warm), refill when no
@@ -125,7 +135,19 @@ class Pool:
         for warm in leftovers:
             warm.end()
         if idle and launches:  # (a launcher passes its launches only when it started warm-capable)
-            threading.Thread(target=self.refill, name="kwnb-warm-refill", daemon=True).start()
+            self._refill_soon()
+
+    def prepare(self, python: str, env: dict[str, str], cwd: str, count: int, private: bool) -> None:
+        """Fill the pool ahead of a first run (e.g. when the extension is loaded), unless a run has
+        already said what it wants."""
+        with self._lock:
+            if self._wanted is not None:
+                return
+            self._wanted = (key(python, env), python, _base_env(env), cwd, count, private)
+        self._refill_soon()
+
+    def _refill_soon(self) -> None:
+        threading.Thread(target=self.refill, name="kwnb-warm-refill", daemon=True).start()
 
     def claim_network(self) -> "netns.PrivateNetwork | None":
         """A private network the pool made with warm interpreters waiting in it, for a run to adopt:
@@ -155,60 +177,111 @@ class Pool:
             return None  # it died meanwhile: start cold
         return match.popen
 
+    def memory(self) -> int:
+        """What the idle interpreters take (PSS): theirs to keep when they become a run's tasks."""
+        with self._lock:
+            idle = list(self._idle)
+        return sum(w.pss() for w in idle)
+
     # ----- filling and emptying -------------------------------------------------------------------
     def refill(self) -> None:
+        """Fill the pool up to its cap, at low priority, once the CPUs are quiet; in a thread of its own."""
+        with self._filling:
+            plan = self._plan()
+            if plan is None:
+                return
+            generation, (wanted_key, python, env, cwd, count, private), kept = plan
+            network = next((w.network for w in kept if w.network is not None), None)
+            missing, note = self._room(count, kept)
+            if missing <= 0 or not self._wait_for_quiet(generation, [w.popen.pid for w in kept], note):
+                return
+            made = private and network is None
+            if made:
+                try:
+                    network = netns.PrivateNetwork().start()
+                except Exception as error:  # no network, no pool: the next run starts cold and makes its own
+                    with self._lock:
+                        self.refused = f"no warm interpreters kept: could not make their private network ({error})"
+                    return
+            network = network if private else None
+            started = [warm for _ in range(missing)
+                       if (warm := self._start(generation, wanted_key, python, env, cwd, network)) is not None]
+            if self._add(generation, started):
+                return
+            if made and not started:
+                network.close()
+            else:
+                _end_all(started, keep=None if made else network)
+
+    def _plan(self) -> tuple | None:
+        """(generation, what to refill for, the idle interpreters kept), having ended the stale ones."""
         with self._lock:
             if self._wanted is None or self._active:
-                return
-            wanted_key, python, env, cwd, count, private = self._wanted
+                return None
+            wanted_key, private = self._wanted[0], self._wanted[5]
             stale = [w for w in self._idle if w.key != wanted_key or w.popen.poll() is not None
                      or (w.network is not None) != private]
             self._idle = [w for w in self._idle if w not in stale]
-            missing = count - len(self._idle)
-        _end_all(stale)
-        if missing <= 0 or not self._room_for(missing):
-            return
-        network = next((w.network for w in self._idle if w.network is not None), None)
-        if private and network is None:
-            try:
-                network = netns.PrivateNetwork().start()
-            except Exception as error:  # no network, no pool: the next run starts cold and makes its own
-                self.refused = f"no warm interpreters kept: could not make their private network ({error})"
-                return
-        started = [self._start(wanted_key, python, env, cwd, network) for _ in range(missing)]
+            plan = self._generation, self._wanted, list(self._idle)
+        _end_all(stale, keep=next((w.network for w in plan[2] if w.network is not None), None))
+        return plan
+
+    def _add(self, generation: int, started: list[Warm]) -> bool:
+        """Add what a refill started, unless the pool was stopped or a run began meanwhile (then False:
+        they are nobody's, and the caller ends them; the log folder goes if the pool is empty)."""
         with self._lock:
-            self._idle += started
-        self._arm_idle_timer()
-        threading.Thread(target=self._measure, args=(started[0],), daemon=True).start()
+            if self._generation == generation and started:
+                self._idle += started
+                self._arm_idle_timer()
+                return True
+            folder, self._folder = (self._folder, None) if not self._idle else (None, self._folder)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        return False
 
-    def _room_for(self, count: int) -> bool:
-        per = self.measured_pss or FIRST_GUESS_PSS
-        available = psutil.virtual_memory().available
-        if available < count * per + MEMORY_RESERVE:
-            self.refused = (f"no warm interpreters kept: {available / 2**30:.1f} GB available, and {count} would "
-                            f"take {count * per / 2**30:.1f} GB with {MEMORY_RESERVE / 2**30:.0f} GB to spare")
-            return False
-        self.refused = ""
-        return True
+    def _room(self, count: int, kept: list[Warm]) -> tuple[int, str]:
+        """How many interpreters to start, up to `count` within the session's limits (warm_room.cap),
+        and what to say when that is fewer than `count`."""
+        room = warm_room.cap(read_limits(), sum(w.pss() for w in kept))
+        note = "" if room.count >= count else (
+            f"{room.count} of the {count} wanted kept: {room.why}" if room.count else
+            f"no warm interpreters kept: {room.why}")
+        with self._lock:
+            self.cap_reason, self.refused = room.why, note
+        return min(count, room.count) - len(kept), note
 
-    def _start(self, wanted_key: str, python: str, env: dict, cwd: str, network=None) -> Warm:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="kwnb-warm-"))
-        log = self._folder / f"warm-{time.time_ns()}.log"
+    def _wait_for_quiet(self, generation: int, pool_pids: list[int], note: str) -> bool:
+        """Wait until other work leaves the CPUs quiet (warm_room.others_busy); False if the pool was
+        stopped, a run began, or it stayed busy for IDLE_SECONDS."""
+        limits, deadline = read_limits(), time.monotonic() + IDLE_SECONDS
+        while True:
+            busy = warm_room.others_busy(pool_pids, limits)
+            with self._lock:
+                if self._generation != generation:
+                    return False
+                late = time.monotonic() > deadline
+                self.refused = note if not busy else (f"no refill: {busy} (waited {IDLE_SECONDS:.0f} s)" if late
+                                                      else f"refill waiting for the CPUs to be quiet: {busy}")
+            if not busy or late:
+                return not busy
+            time.sleep(QUIET_RETRY)
+
+    def _start(self, generation: int, wanted_key: str, python: str, env: dict, cwd: str, network=None) -> Warm | None:
+        """One interpreter, importing at nice NICE; None if the pool was stopped or a run began meanwhile."""
+        with self._lock:
+            if self._generation != generation:
+                return None
+            if self._folder is None:
+                self._folder = Path(tempfile.mkdtemp(prefix="kwnb-warm-"))
+            log = self._folder / f"warm-{time.time_ns()}.log"
         env = {**env, PARENT_PID_ENV: str(os.getpid())}  # its watchdog: it ends when this process does
-        argv = [python, "-u", WARM_SCRIPT]
+        argv = [python, "-u", WARM_SCRIPT, str(NICE)]
         with open(log, "ab") as out:
             popen = subprocess.Popen(network.enter(argv) if network else argv, stdin=subprocess.PIPE, stdout=out,
                                      stderr=subprocess.STDOUT, env=env, cwd=cwd, **_own_group())
         return Warm(popen, wanted_key, log, network)
 
-    def _measure(self, warm: Warm) -> None:
-        deadline = time.monotonic() + 60
-        while not warm.ready and warm.popen.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        self.measured_pss = warm.pss() or self.measured_pss
-
-    def _arm_idle_timer(self) -> None:
+    def _arm_idle_timer(self) -> None:  # called with _lock held
         if self._timer is not None:
             self._timer.cancel()
         self._timer = threading.Timer(IDLE_SECONDS, self._expire)
@@ -216,18 +289,31 @@ class Pool:
         self._timer.start()
 
     def _expire(self) -> None:
-        if time.monotonic() - self._last_used >= IDLE_SECONDS - 1:
+        with self._lock:
+            idle_long = time.monotonic() - self._last_used >= IDLE_SECONDS - 1
+        if idle_long:
             self.stop()
 
     def stop(self) -> int:
-        """Empty the pool; returns how many interpreters it ended."""
+        """Empty the pool (a refill under way adds nothing); returns how many interpreters it ended."""
         with self._lock:
+            self._generation += 1
             idle, self._idle, self._wanted = self._idle, [], None
             folder, self._folder = self._folder, None
-        _end_all(idle, keep=self._claimed)
+            claimed = self._claimed
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        _end_all(idle, keep=claimed)
         if folder is not None:  # handed-off interpreters write to their task's log, not here
             shutil.rmtree(folder, ignore_errors=True)
         return len(idle)
+
+    def cap_text(self) -> str:
+        """The pool's cap and why, in words: the last refill's, else what the session's limits allow now."""
+        with self._lock:
+            said = self.cap_reason
+        return said or warm_room.cap(read_limits(), self.memory()).why
 
     def status(self) -> list[dict]:
         with self._lock:

@@ -177,12 +177,6 @@ def fit_check(limits, probe: dict) -> Check:
                  "spawner's mem_limit), end other kernels (%kw_pool --stop empties the warm pool), or run -n 1", blocking)
 
 
-def pool_cap() -> tuple[int, str] | None:
-    """HOOK (coordinator, at merge): the warm pool's cap and why, from backends/warm.py (helper "pool" adds
-    it); None until then, and the pool line leaves the cap out."""
-    return None
-
-
 def pool_check(environ: dict) -> Check:
     from ..backends.warm import POOL, WARM_ENV
 
@@ -193,9 +187,7 @@ def pool_check(environ: dict) -> Check:
     state = (f"{len(idle)} interpreter(s) in this process, {ready} ready, "
              f"{format_bytes(sum(w['pss'] for w in idle))} (PSS)") if idle else \
         "empty in this process (each kernel keeps its own: %kw_doctor or %kw_pool there shows it)"
-    cap = pool_cap()
-    if cap is not None:
-        state += f"; at most {cap[0]} ({cap[1]})"
+    state += f"; {POOL.cap_text()}"  # the session's CPUs and memory limit decide it (backends/warm_room.py)
     if POOL.refused:
         state += f"; last refill refused: {POOL.refused}"
     return Check("warm pool", True, "on: re-runs start in interpreters that imported TensorFlow already; " + state)

@@ -1,6 +1,8 @@
-"""What a launch is given, checked before anything starts: the script and the Python that runs it."""
+"""What a launch is given, checked before anything starts: the script and the Python that runs it,
+and the environment every task gets."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -29,3 +31,17 @@ def find_python(python: str | None) -> str:
     if not found:
         raise OptionError(f"Python interpreter not found: {python}")
     return found
+
+
+def task_env(gpus: bool = False) -> dict[str, str]:
+    """Every task's environment, less what is per task (TF_CONFIG, kwnb's own variables) and the user's
+    additions: also what the warm pool prepares interpreters with ahead of a first run (engine/prewarm.py)."""
+    env = dict(os.environ)
+    env.update({
+        "TF_USE_LEGACY_KERAS": "1",  # Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can
+        "PYTHONUNBUFFERED": "1",
+        "MPLBACKEND": "Agg",  # the kernel's inline backend means nothing in a worker
+    })
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = "-1"  # N workers on one GPU would fight over its memory
+    return env

@@ -35,7 +35,7 @@ from ..task.runfolder import (PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSO
 from . import cluster as clusters
 from . import diagnose, policy, roles
 from .log import LOG_NAME, for_run
-from .inputs import check_script, find_python
+from .inputs import check_script, find_python, task_env
 from .tensorboard import TensorBoardScalars
 from . import stacks as stack_dumps
 from .reading import RunReading
@@ -223,19 +223,10 @@ class Run(RunReading, Supervisor):
                           task.log_path)
 
     def _env(self, task: Task, config: dict) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update({
-            "TF_USE_LEGACY_KERAS": "1",  # Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can
-            "PYTHONUNBUFFERED": "1",
-            "MPLBACKEND": "Agg",  # the kernel's inline backend means nothing in a worker
-            PARENT_PID_ENV: str(os.getpid()),
-            RUN_DIR_ENV: str(self.dir),
-            POSITION_ENV: str(task.position),
-        })
+        env = task_env(self.gpus)
+        env.update({PARENT_PID_ENV: str(os.getpid()), RUN_DIR_ENV: str(self.dir), POSITION_ENV: str(task.position)})
         if config:  # else the task builds it where it runs (a batch scheduler's launcher)
             env["TF_CONFIG"] = json.dumps(config)
-        if not self.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = "-1"  # N workers on one GPU would fight over its memory
         env.update(self.user_env)
         return env
 

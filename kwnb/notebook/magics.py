@@ -211,7 +211,7 @@ class KwnbMagics(Magics):
     @argument("--stop", action="store_true", help="end every warm interpreter now")
     def kw_pool(self, line):
         """The warm interpreters (TensorFlow already imported) that the next run of a cell starts in:
-        how many, their memory and age; --stop empties the pool."""
+        how many, their memory and age, the pool's cap and why; --stop empties the pool."""
         from ..backends.warm import IDLE_SECONDS, POOL
 
         args = self._parse(self.kw_pool, line)
@@ -221,9 +221,13 @@ class KwnbMagics(Magics):
         idle = POOL.status()
         if not POOL.enabled():
             print("kwnb: warm starts are off (KWNB_WARM=0)")
-        elif not idle:
+            return
+        print(f"kwnb: pool cap {POOL.cap_text()}")
+        if not idle:
             print("kwnb: no warm interpreter" + (f" ({POOL.refused})" if POOL.refused else
                                                  ": the pool fills when a run ends and no other run is going"))
+        elif POOL.refused:
+            print(f"kwnb: {POOL.refused}")
         for warm in idle:
             state = "ready" if warm["ready"] else "importing TensorFlow"
             print(f"pid {warm['pid']:>7}  {state:<20} {warm['pss'] / 2**20:6.0f} MB  {warm['age']:5.0f} s old")
@@ -371,3 +375,6 @@ def load_ipython_extension(ipython) -> None:
     # that loading the extension does not import the engine.
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.run", "Run", _display_run)
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.past", "PastRun", _display_run)
+    from ..engine.prewarm import prewarm
+
+    prewarm()  # warm interpreters for a first `%%kw_worker ... -n 2` cell, within the session's limits

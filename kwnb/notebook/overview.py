@@ -1,14 +1,17 @@
 """The overview above the dashboard's tabs: one row per task, every task visible at once.
 
 Label, status in words, phase, epoch and step, recent step rate, CPU and memory (the task's whole
-process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task.
+process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task;
+under the table, the session's memory against the limit that applies (engine/limits.py).
 Plain HTML with the theme's own colours (JupyterLab's --jp-* variables), so it reads in light and
 dark themes and at 700 px.
 """
 from __future__ import annotations
 
 import html
+import time
 
+from ..engine.limits import read_limits
 from ..engine.summary import megabytes, rate_text
 
 PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
@@ -56,7 +59,9 @@ def overview_html(run, diagnoses, badge=badge) -> str:
     many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
     ordered = by_importance(run.workers, marked) if many else run.workers
     rows = "".join(_row(task, task.position in marked, badge) for task in ordered)
-    body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    # The session's memory against its limit, while a run goes (a past run's would be today's, not its own).
+    memory = "" if run.past or run.done else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
+    body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' + memory
     if not many:
         return '<table class="kwnb-overview">' + body
     # Past MANY_TASKS rows the table scrolls in a box of its own, its head kept in view, under a count.
@@ -93,6 +98,18 @@ def phase_text(task) -> str:
     if task.phase == "pending":
         return f"{words} {pending:.0f} s"
     return f"{words} ({pending:.0f} s pending)" if pending >= 1 else words
+
+
+_limits = [0.0, None]  # when last read, the Limits: at most every LIMITS_SECONDS (MEM_LIMIT alone sums processes)
+LIMITS_SECONDS = 5.0
+
+
+def memory_line() -> str:
+    """'memory: 733 MB of 2.0 GB (cgroup v1 memory.limit_in_bytes)': the session's, where its limit counts it."""
+    if _limits[1] is None or time.monotonic() - _limits[0] >= LIMITS_SECONDS:
+        _limits[:] = [time.monotonic(), read_limits()]
+    limits = _limits[1]
+    return f"memory: {megabytes(limits.memory_used)} of {megabytes(limits.memory)} ({limits.memory_source})"
 
 
 def _row(task, flagged: bool, badge) -> str:

@@ -9,16 +9,26 @@ replaced, stdout and stderr on the log, stdin on /dev/null, and the script run b
 fresh `__main__`, exactly as a cold start runs it. Used once: TensorFlow keeps state. End of input
 (the pool emptied, the kernel gone) ends it; so does the bootstrap's parent watchdog.
 
+The imports run at low priority (argv[1], a niceness: 19 from the pool) in a thread of their own:
+Linux applies niceness per thread, and an unprivileged process cannot raise its priority back, so the
+main thread, which becomes the task, keeps the kernel's priority.
+
 Standard library only, like all of kwnb/task/.
 """
 import json
 import os
 import sys
+import threading
 
 READY = "kwnb-warm: ready"  # written to the pool's log once the imports are done
 
 
-def warm_up() -> None:
+def warm_up(nice: int = 0) -> None:
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)  # this thread only
+        except OSError:
+            pass
     for name in ("tensorflow", "tf_keras"):
         try:
             __import__(name)
@@ -55,7 +65,9 @@ def main() -> None:
     from kwnb.task import bootstrap
 
     bootstrap.watch_parent()
-    warm_up()
+    importer = threading.Thread(target=warm_up, args=(int(sys.argv[1]) if len(sys.argv) > 1 else 0,))
+    importer.start()
+    importer.join()
     line = sys.stdin.readline()
     if not line.strip():
         return  # the pool let this interpreter go unused

@@ -7,7 +7,8 @@ import sys
 seen = {"argv": sys.argv, "file": __file__, "path0": sys.path[0], "cwd": os.getcwd(),
         "tf_config": json.loads(os.environ["TF_CONFIG"]), "stdin_tty_or_null": os.path.realpath("/proc/self/fd/0"),
         "name": __name__, "legacy": os.environ.get("TF_USE_LEGACY_KERAS"), "parent_env": "KWNB_PARENT_PID" in os.environ,
-        "tf_already": "tensorflow" in sys.modules}
+        "tf_already": "tensorflow" in sys.modules,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0)}  # the task's own thread: a warm one imported at nice 19
 print("SEEN " + json.dumps(seen), flush=True)
 
 import numpy as np  # noqa: E402

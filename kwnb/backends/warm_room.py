@@ -1,0 +1,170 @@
+"""How much warm pool this session has room for, and when: the pool's size from the session's own
+limits (kwnb/engine/limits.py: its cgroup, JupyterHub's MEM_LIMIT/CPU_LIMIT, else the machine's), and
+whether the CPUs are quiet enough to import TensorFlow beside other people's work.
+
+- Size: at most one interpreter per CPU the session may use (each import takes a CPU for 2-4 s, and a
+  task started in it trains on one), and never more than would fit, once each has become a training
+  task, in the memory left under the limit with SPARE_MEMORY to spare.
+- Quiet: other work (everything but the pool itself) uses at most half of the CPUs, both of the
+  session's group (when its CPUs are limited and its usage can be read) and of the machine: on a
+  shared server, one kernel's refill must not slow another's training.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ..engine.limits import Limits, cgroup_of, format_bytes, read_limits
+
+# What a TensorFlow task takes once it trains: peak RSS 729 MB for each task of a small tf-keras
+# MultiWorkerMirroredStrategy fit here (tests/scripts/warm_probe.py, benchmarks/workloads/train.py,
+# TF 2.21; RSS counts the shared libraries in every task, so on the safe side). A task of a script that
+# imports no TensorFlow: a Python with kwnb's bootstrap (about 10 MB here) and room for a few imports.
+TASK_MEMORY = 730 * 10**6
+LIGHT_TASK_MEMORY = 60 * 10**6
+SPARE_MEMORY = 250 * 10**6  # the kernel's own growth while the next run goes (its dashboard, its reading)
+BUSY_SHARE = 0.5  # other work above this share of the CPUs: no refill now
+QUIET_WINDOW = 1.0  # seconds over which CPU use is measured
+SAMPLES = 10  # looks at the runnable threads within the window
+
+
+@dataclass(frozen=True)
+class Cap:
+    count: int  # interpreters the pool may hold
+    why: str  # in words, for %kw_pool
+
+
+def cap(limits: Limits, pool_memory: int = 0) -> Cap:
+    """The most interpreters the pool may hold now. `pool_memory`: what its idle interpreters already
+    take, counted in the limit's usage but theirs to use as tasks."""
+    by_cpu = max(1, int(limits.cpus))
+    room = max(0, limits.memory_available + pool_memory - SPARE_MEMORY)
+    by_memory = room // TASK_MEMORY
+    count = min(by_cpu, by_memory)
+    cpu_words = f"{limits.cpus:g} CPU{'s' if limits.cpus != 1 else ''} ({limits.cpus_source})"
+    memory_words = (f"memory for {by_memory} training task{'s' if by_memory != 1 else ''} of "
+                    f"{format_bytes(TASK_MEMORY)} ({format_bytes(room + SPARE_MEMORY)} left of "
+                    f"{format_bytes(limits.memory)}, {limits.memory_source}, less {format_bytes(SPARE_MEMORY)} spare)")
+    limited_by = "CPUs" if by_cpu <= by_memory else "memory"
+    return Cap(count, f"at most {count}, by the {limited_by}: {cpu_words}; {memory_words}")
+
+
+def run_memory(script: str, count: int) -> int:
+    """A rough estimate of what a run of `count` tasks of `script` takes once training."""
+    try:
+        text = Path(script).read_text(errors="replace")
+    except OSError:
+        text = "tensorflow"
+    heavy = re.search(r"\b(tensorflow|keras|tf_keras)\b", text) is not None
+    return count * (TASK_MEMORY if heavy else LIGHT_TASK_MEMORY)
+
+
+def fit_warning(script: str, count: int, pool_memory: int = 0, limits: Limits | None = None) -> str:
+    """One line when a run will likely not fit in what is left of the memory limit, else ""."""
+    limits = limits or read_limits()
+    need, left = run_memory(script, count), limits.memory_available + pool_memory
+    if need <= left:
+        return ""
+    return (f"this run may not fit in memory: {count} task{'s' if count != 1 else ''} need about "
+            f"{format_bytes(need)} once training, and {format_bytes(left)} is left of the {format_bytes(limits.memory)} "
+            f"limit ({limits.memory_source}); it goes ahead, but an out-of-memory kill would be no surprise")
+
+
+# ----- quiet CPUs ------------------------------------------------------------------------------------
+def _own_cpu_usage() -> float | None:
+    """CPU seconds used so far by this process's CPU cgroup (v1 cpuacct.usage, v2 cpu.stat), or None."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        names = controllers.split(",")
+        if "cpuacct" in names:
+            for mount in ("cpuacct", "cpu,cpuacct", "cpuacct,cpu"):
+                usage = _read(Path("/sys/fs/cgroup", mount, path.lstrip("/"), "cpuacct.usage"))
+                if usage is not None:
+                    return int(usage) / 1e9
+        elif controllers == "":
+            stat = _read(Path("/sys/fs/cgroup", path.lstrip("/"), "cpu.stat")) or ""
+            found = re.search(r"^usage_usec (\d+)", stat, re.M)
+            if found:
+                return int(found.group(1)) / 1e6
+    return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _machine_busy() -> float:
+    times = psutil.cpu_times()
+    return times.user + times.nice + times.system + getattr(times, "irq", 0) + getattr(times, "softirq", 0)
+
+
+def _cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            total += sum(process.cpu_times()[:4])  # user, system and their children's
+        except psutil.Error:
+            pass
+    return total
+
+
+def _machine_running() -> int:
+    """Threads running or waiting for a CPU on the machine now (/proc/stat procs_running)."""
+    found = re.search(r"^procs_running (\d+)", _read(Path("/proc/stat")) or "", re.M)
+    return int(found.group(1)) if found else 0
+
+
+def _running_in(group_procs: Path, excluded: set[int]) -> int:
+    """Threads running or runnable now in a group's processes, less the excluded processes'."""
+    running = 0
+    for pid in (_read(group_procs) or "").split():
+        if int(pid) in excluded:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            stat = _read(Path(f"/proc/{pid}/task/{tid}/stat")) or ""
+            running += stat.rpartition(")")[2].split()[:1] == ["R"]
+    return running
+
+
+def others_busy(pool_pids: list[int], limits: Limits, window: float = QUIET_WINDOW) -> str:
+    """Why the CPUs are too busy for a refill now (other work than the pool's), or "" when quiet.
+
+    Both what other work used (CPU time) and what it asked for (runnable threads, sampled 10 times):
+    under contention a trainer gets less than it wants, and its usage alone would look quiet."""
+    cores, group = psutil.cpu_count() or 1, cgroup_of("cpu")
+    procs = group[0].path / "cgroup.procs" if group and limits.cpus < cores else None
+    excluded = {os.getpid(), *pool_pids}
+    machine, session, pool = _machine_busy(), _own_cpu_usage(), _cpu_of(pool_pids)
+    machine_wanted = session_wanted = 0
+    for _ in range(SAMPLES):
+        time.sleep(window / SAMPLES)
+        machine_wanted += max(0, _machine_running() - 1)  # less this thread, which is running to look
+        session_wanted += _running_in(procs, excluded) if procs else 0
+    pool = _cpu_of(pool_pids) - pool
+    machine_others = max(_machine_busy() - machine - pool, 0.0) / window
+    machine_others = max(machine_others, machine_wanted / SAMPLES)
+    if machine_others > BUSY_SHARE * cores:
+        return f"other work uses {machine_others:.1f} of this machine's {cores} CPUs"
+    if procs is not None:
+        used = (_own_cpu_usage() or 0.0) - session - pool if session is not None else 0.0
+        session_others = max(used / window, session_wanted / SAMPLES)
+        if session_others > BUSY_SHARE * limits.cpus:
+            return f"other work uses {session_others:.1f} of the session's {limits.cpus:g} CPU{'s' * (limits.cpus != 1)}"
+    return ""

@@ -1,0 +1,53 @@
+"""A warm first cell (kwnb/engine/prewarm.py): loading the extension fills the pool for a default
+`-n 2` run, so the first run of a session starts warm, with the same tasks as a cold start."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import kwnb
+from kwnb.backends import warm_room
+from kwnb.backends.warm import POOL
+from kwnb.engine.prewarm import prewarm
+
+SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
+
+
+def pool_ready(count: int, timeout: float = 90) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        idle = POOL.status()
+        if len(idle) >= count and all(warm["ready"] for warm in idle):
+            return True
+        time.sleep(0.3)
+    return False
+
+
+@pytest.fixture
+def warm_session(monkeypatch):
+    monkeypatch.setenv("KWNB_WARM", "1")  # as in a user's kernel (tests/conftest.py turns it off)
+    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))  # what, not when (tests/test_warm_pool.py)
+    POOL.stop()
+    yield
+    POOL.stop()
+
+
+def test_kwnb_warm_0_starts_nothing(monkeypatch):
+    monkeypatch.setenv("KWNB_WARM", "0")
+    assert prewarm() is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_first_run_after_loading_the_extension_starts_warm(tmp_path, warm_session):
+    prewarm().join(30)
+    assert pool_ready(2), (POOL.status(), POOL.refused)
+    assert "by the CPUs" in POOL.cap_reason or "by the memory" in POOL.cap_reason
+    run = kwnb.launch(SCRIPT, n=2, runs_dir=tmp_path / "runs", cwd=tmp_path)  # every option its default
+    assert run.wait(150) == [0, 0], run.summary()
+    assert run.warm and "started warm: 2 of 2" in run.summary()
+    seen = [json.loads(next(line for line in run.logs(i).splitlines() if line.startswith("SEEN "))[5:]) for i in (0, 1)]
+    assert all(s["tf_already"] and s["nice"] == 0 for s in seen)

@@ -1,0 +1,161 @@
+"""The warm pool inside a session limited as on Binder (2 GiB, one CPU): a cgroup v1 memory, cpu and
+cpuacct group the test makes (root only), with a small "kernel" process moved into it. After a 64-task
+run the pool starts no more than its cap, at nice 19; while another process of the session trains,
+it does not refill, and it does once the training stops."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+V1 = Path("/sys/fs/cgroup")
+CONTROLLERS = ("memory", "cpu", "cpuacct")
+
+
+@pytest.fixture
+def binder_group():
+    """A 2 GiB / 1 CPU group in each v1 hierarchy; yields the cgroup.procs files to join it."""
+    if os.geteuid() != 0:
+        pytest.skip("making cgroups needs root")
+    if not all((V1 / name / "cgroup.procs").exists() for name in CONTROLLERS):
+        pytest.skip("this test makes cgroup v1 groups (memory, cpu, cpuacct); this machine has none")
+    name = f"kwnb-test-{os.getpid()}-{time.monotonic_ns()}"
+    groups = [V1 / controller / name for controller in CONTROLLERS]
+    for group in groups:
+        group.mkdir()
+    (groups[0] / "memory.limit_in_bytes").write_text(str(2 << 30))
+    (groups[1] / "cpu.cfs_period_us").write_text("100000")
+    (groups[1] / "cpu.cfs_quota_us").write_text("100000")
+    yield [str(group / "cgroup.procs") for group in groups]
+    for group in groups:
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.2)
+
+
+JOIN = """
+import json, os, sys, time
+for procs in sys.argv[1:4]:
+    with open(procs, "w") as handle:
+        handle.write(str(os.getpid()))
+from kwnb.backends import warm, warm_room
+started = []
+_start = warm.Pool._start
+def counted(self, *args, **kwargs):
+    made = _start(self, *args, **kwargs)
+    if made is not None:
+        started.append(made.popen.pid)
+    return made
+warm.Pool._start = counted
+
+def nices(pid):
+    found = {}
+    for stat in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{stat}/stat") as handle:
+                found[int(stat)] = int(handle.read().rsplit(")", 1)[1].split()[16])
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
+def wait_for(predicate, seconds):
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return predicate()
+"""
+
+AFTER_64_TASKS = JOIN + """
+import kwnb
+warm_room.BUSY_SHARE = float("inf")  # how many, not when: the CPUs' quiet is the other test's
+folder = sys.argv[4]
+with open(os.path.join(folder, "light.py"), "w") as handle:
+    handle.write("print('light task, no TensorFlow')")
+run = kwnb.launch(os.path.join(folder, "light.py"), n=64, runs_dir=os.path.join(folder, "runs"), cwd=folder,
+                  network="host", warm=True)
+codes = run.wait(600)
+wait_for(lambda: started, 60)
+seen = {}
+def importing_at_19():
+    seen.update(nices(started[0]))
+    return 19 in seen.values()
+at_19 = wait_for(importing_at_19, 60)
+time.sleep(3)  # a refill that would start more has had time to
+print("RESULT " + json.dumps({"codes": sorted(set(codes)), "started": len(started), "idle": len(warm.POOL.status()),
+                              "cap": warm.POOL.cap_reason, "refused": warm.POOL.refused, "at_19": at_19,
+                              "main_nice": seen.get(started[0])}), flush=True)
+warm.POOL.stop()
+"""
+
+WHILE_TRAINING = JOIN + """
+import subprocess
+warm.QUIET_RETRY = 0.2
+warm_room._machine_busy = lambda: 0.0  # the machine looks idle: the session's own group decides here
+warm_room._machine_running = lambda: 1  # (only the thread that looks)
+trainer = subprocess.Popen([sys.executable, "-c", '''
+import numpy as np
+rng = np.random.default_rng(0)
+x, y, w = rng.random((20000, 64)), rng.random(20000), np.zeros(64)
+while True:  # linear regression by gradient descent, until killed
+    w -= 0.01 * x.T @ (x @ w - y) / len(y)
+'''])
+time.sleep(2)  # it trains
+env = dict(os.environ)
+warm.POOL.prepare(sys.executable, env, os.getcwd(), 1, False)
+time.sleep(6)
+during = {"started": len(started), "refused": warm.POOL.refused}
+trainer.kill()
+trainer.wait()
+refilled = wait_for(lambda: started, 60)
+print("RESULT " + json.dumps({"during": during, "after": len(started), "refilled": refilled}), flush=True)
+warm.POOL.stop()
+"""
+
+
+def in_group(procs: list[str], code: str, *args: str, timeout: float = 900) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "KWNB_WARM": "1"}
+    env.pop("MEM_LIMIT", None)
+    env.pop("CPU_LIMIT", None)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *procs, *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(lines[-1][7:])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_after_a_64_task_run_the_pool_starts_no_more_than_its_cap(binder_group, tmp_path):
+    result = in_group(binder_group, AFTER_64_TASKS, str(tmp_path))
+    assert result["codes"] == [0]
+    assert result["started"] == 1 and result["idle"] == 1, result  # one CPU: one interpreter, not 64
+    assert result["cap"].startswith("at most 1, by the CPUs: 1 CPU (cgroup v1 cpu.cfs_quota_us)"), result
+    assert "of 2.1 GB, cgroup v1 memory.limit_in_bytes" in result["cap"], result
+    assert result["refused"].startswith("1 of the 64 wanted kept"), result
+    assert result["at_19"] and result["main_nice"] == 0, result  # imports at 19; the task's thread keeps 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_no_refill_while_another_process_of_the_session_trains(binder_group):
+    result = in_group(binder_group, WHILE_TRAINING, timeout=280)
+    assert result["during"]["started"] == 0, result
+    assert result["during"]["refused"].startswith("refill waiting for the CPUs to be quiet: other work uses"), result
+    assert "of the session's 1 CPU" in result["during"]["refused"], result
+    assert result["refilled"] and result["after"] == 1, result

@@ -1,0 +1,127 @@
+"""The warm pool's races and sizing (kwnb/backends/warm.py, warm_room.py), without running TensorFlow
+training: a stop() or a run that comes while a refill starts interpreters leaves nothing behind, and
+the pool keeps to the session's CPUs and memory."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import psutil
+import pytest
+
+from kwnb.backends import warm as warm_module
+from kwnb.backends import warm_room
+from kwnb.backends.warm import Pool, key
+from kwnb.engine.limits import Limits
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    monkeypatch.setattr(warm_room, "others_busy", lambda pids, limits, window=0: "")  # quiet: tested below
+    made = Pool()
+    yield made
+    made.stop()
+
+
+def wanted(pool: Pool, count: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KWNB_WARM"}
+    pool._wanted = (key(sys.executable, env), sys.executable, env, os.getcwd(), count, False)
+
+
+@pytest.mark.parametrize("interruption", ["stop", "run_started"])
+def test_a_stop_or_a_run_during_a_refill_leaves_no_interpreter(pool, monkeypatch, interruption):
+    """Fault injection: the interruption comes from another thread right after the refill started its
+    first interpreter (today's refill added both afterwards, and they lived until the idle timer)."""
+    started, original = [], Pool._start
+
+    def start_then_interrupt(self, *args, **kwargs):
+        warm = original(self, *args, **kwargs)
+        if warm is not None:
+            started.append(warm)
+        if len(started) == 1:
+            if interruption == "stop":
+                self.stop()
+            else:
+                self.run_started(object())
+        return warm
+
+    monkeypatch.setattr(Pool, "_start", start_then_interrupt)
+    wanted(pool, 2)
+    pool.refill()
+    assert pool.status() == [] and pool._idle == []
+    assert len(started) == 1  # the second was never started: the pool had been stopped or a run began
+    assert all(warm.popen.poll() is not None for warm in started)  # ended, not left running
+    assert pool._folder is None  # its log folder went with the pool
+    assert not any(p.info["cmdline"] and warm_module.WARM_SCRIPT in p.info["cmdline"]
+                   and p.info["ppid"] == os.getpid() for p in psutil.process_iter(["cmdline", "ppid"]))
+
+
+def limits(memory_gb: float, used_gb: float, cpus: float) -> Limits:
+    return Limits(int(memory_gb * 2**30), "cgroup v1 memory.limit_in_bytes", int(used_gb * 2**30), cpus,
+                  "cgroup v1 cpu.cfs_quota_us", None)
+
+
+def test_the_cap_is_the_smaller_of_the_cpus_and_what_fits_in_memory():
+    assert warm_room.cap(limits(24, 2, 2)).count == 2  # a 2-core machine: one per CPU
+    assert warm_room.cap(limits(256, 2, 64)).count == 64
+    binder = warm_room.cap(limits(2, 0.3, 1))
+    assert binder.count == 1 and "by the CPUs: 1 CPU (cgroup v1 cpu.cfs_quota_us)" in binder.why
+    short = warm_room.cap(limits(2, 1.5, 4))  # 0.5 GB left: not one training task with 250 MB spare
+    assert short.count == 0 and "by the memory" in short.why and "cgroup v1 memory.limit_in_bytes" in short.why
+    assert warm_room.cap(limits(2, 1.5, 4), pool_memory=1 << 30).count == 1  # the pool's own memory is its to use
+
+
+def test_busy_cpus_are_named_and_the_pool_waits(monkeypatch):
+    """Other work on the machine (its CPU time growing by two CPUs a second, none of it the pool's)."""
+    clock = {"busy": 0.0}
+
+    def machine_busy():
+        clock["busy"] += 2.0 * 0.05
+        return clock["busy"]
+
+    monkeypatch.setattr(warm_room, "_machine_busy", machine_busy)
+    monkeypatch.setattr(warm_room, "_machine_running", lambda: 1)  # only the thread that looks
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 2)
+    said = warm_room.others_busy([], limits(24, 2, 2), window=0.05)
+    assert said == "other work uses 2.0 of this machine's 2 CPUs"
+    monkeypatch.setattr(warm_room, "_machine_busy", lambda: 5.0)  # nothing else running
+    assert warm_room.others_busy([], limits(24, 2, 2), window=0.05) == ""
+    # Starved work: little CPU time, yet 3 threads waiting to run besides the one that looks.
+    monkeypatch.setattr(warm_room, "_machine_running", lambda: 4)
+    assert warm_room.others_busy([], limits(24, 2, 2), window=0.05) == "other work uses 3.0 of this machine's 2 CPUs"
+
+
+def test_a_refill_waits_while_the_cpus_are_busy_and_a_stop_ends_the_wait(monkeypatch):
+    monkeypatch.setattr(warm_room, "others_busy", lambda pids, limits, window=0: "other work uses 2.0 of 2 CPUs")
+    monkeypatch.setattr(warm_module, "QUIET_RETRY", 0.05)
+    pool = Pool()
+    wanted(pool, 1)
+    import threading
+    refill = threading.Thread(target=pool.refill)
+    refill.start()
+    deadline = time.monotonic() + 10
+    while "waiting for the CPUs" not in pool.refused and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool.refused == "refill waiting for the CPUs to be quiet: other work uses 2.0 of 2 CPUs"
+    assert pool.status() == []
+    pool.stop()
+    refill.join(10)
+    assert not refill.is_alive() and pool.status() == []
+
+
+def test_kw_pool_says_the_cap_and_why(monkeypatch, capsys):
+    from IPython.testing.globalipapp import get_ipython
+
+    from kwnb.backends.warm import POOL
+
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")  # with KWNB_WARM=0 (tests/conftest.py): no pool prepared
+    monkeypatch.setenv("KWNB_WARM", "1")
+    monkeypatch.setenv("CPU_LIMIT", "1")
+    monkeypatch.setenv("MEM_LIMIT", str(512 << 20))  # less than one training task and the spare
+    monkeypatch.setattr(POOL, "cap_reason", "")  # no refill yet: what the limits allow now
+    shell.run_line_magic("kw_pool", "")
+    said = capsys.readouterr().out
+    assert "kwnb: pool cap at most 0, by the memory: 1 CPU (CPU_LIMIT); memory for 0 training tasks" in said
+    assert "of 537 MB, MEM_LIMIT" in said

@@ -36,7 +36,7 @@ def test_threads_are_shared_among_the_tasks_and_a_run_too_big_is_told_and_goes_a
     assert len(warnings) == 1 and "2 tasks need about 120 MB" in warnings[0] and "(MEM_LIMIT)" in warnings[0]
     assert "goes ahead" in warnings[0]
     overview._limits[:] = [0.0, None]  # read afresh, not from another test's cache
-    shown = overview.overview_html(run, [], badge=str)
+    shown = overview.overview_html(run.snapshot(), [], badge=str)
     assert shown.count("<tr>") == 3 and " of 64 MB (MEM_LIMIT)</div>" in shown  # the limit that applies
 
 

@@ -59,8 +59,8 @@ def overview_html(run, diagnoses, badge=badge) -> str:
     many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
     ordered = by_importance(run.workers, marked) if many else run.workers
     rows = "".join(_row(task, task.position in marked, badge) for task in ordered)
-    # The session's memory against its limit, while a run goes (a past run's would be today's, not its own).
-    memory = "" if run.past or run.done else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
+    # The session's memory against its limit (not under a past run: that would be today's, not the run's).
+    memory = "" if run.past else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
     body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' + memory
     if not many:
         return '<table class="kwnb-overview">' + body

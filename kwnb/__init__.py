@@ -13,7 +13,7 @@ loads on first use, and IPython and ipywidgets only with `%load_ext kwnb`.
 from .errors import KwnbError
 from .task.report import report
 
-__version__ = "0.1.0"
+from .version import __version__
 __all__ = ["launch", "get_run", "runs", "open_run", "report", "Run", "Task", "Worker", "KwnbError", "load_ipython_extension"]
 
 

@@ -63,7 +63,7 @@ class Check:
 
 def checks(python: str | None = None, environ: dict | None = None) -> list[Check]:
     """Every check, in the order they are shown. Takes a few seconds: the TensorFlow probe imports it."""
-    from .. import __version__
+    from ..version import __version__
 
     environ = dict(os.environ if environ is None else environ)
     found = [Check("kwnb", True, f"{__version__} at {Path(__file__).resolve().parents[1]}")]

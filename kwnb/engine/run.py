@@ -37,10 +37,10 @@ from . import diagnose, policy, roles
 from .log import LOG_NAME, for_run
 from .inputs import check_script, find_python, task_env
 from .tensorboard import TensorBoardScalars
-from . import stacks as stack_dumps
 from .reading import RunReading
 from .status import Status
 from .supervisor import POLL_SECONDS, Supervisor
+from .control import TaskControl, log_separator
 from .record import record_result
 from .snapshot import RunSnapshot, snapshot_of_run
 from .task import Task
@@ -48,7 +48,7 @@ from .task import Task
 DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
 
 
-class Run(RunReading, Supervisor):
+class Run(RunReading, Supervisor, TaskControl):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
     def __init__(
@@ -86,32 +86,34 @@ class Run(RunReading, Supervisor):
         self.name = name or self.script.stem
         self.task_ids = clusters.plan_tasks(n, ps=ps, chief=chief, evaluator=evaluator)
         self.coordinator = clusters.coordinator_of(self.task_ids)  # a chief entry for the caller (roles.py)
-        self.cluster: dict | None = None  # the cluster spec of the latest launch, where kwnb placed the tasks
         check_script(self.script)
         self.python = find_python(python)
-        self.args = shlex.split(args) if isinstance(args, str) else list(args or [])
-        self.user_env = dict(env or {})
+        self.args, self.user_env = shlex.split(args) if isinstance(args, str) else list(args or []), dict(env or {})
         policy.check_options(on_failure, timeout, stall_after)
         self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
-        # Where the tasks write TensorBoard event files, besides the run folder and the working directory.
-        self.logdir = (self.cwd / logdir).resolve() if logdir else None
-        self.timeout, self.on_failure, self.max_restarts = timeout, on_failure, max_restarts
-        self.failure_grace, self.stop_grace, self.gpus = failure_grace, stop_grace, gpus
+        self.logdir = (self.cwd / logdir).resolve() if logdir else None  # event files there too (tensorboard.py)
+        self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
+        self.stop_grace, self.gpus = stop_grace, gpus
         self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
         self.launcher.check()
+        self._make_folder(runs_dir, files, keep_lines)
+        self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
+        # Called once, after every task ended; record_result writes how the run went into run.json (engine/record.py).
+        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
+        self._init_progress()
+
+    def _make_folder(self, runs_dir, files, keep_lines: int) -> None:
+        """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json."""
         self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
         self.folder = RunFolder(self.dir)
         self.log = for_run(self.dir)  # kwnb's own account of the run: kwnb.log in its folder
         self.files = self._keep_files(files or [])
         self.workers = self._make_tasks(keep_lines)
-        self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
         self._write_description()
-        # Called once, after every task ended; record_result writes how the run went into run.json (engine/record.py).
-        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
-        self._init_progress()
 
     def _init_progress(self) -> None:
         """What changes while the run goes, and the locks that guard it (see the module's docstring)."""
+        self.cluster: dict | None = None  # the cluster spec of the latest launch, where kwnb placed the tasks
         self.restarts = 0  # cluster restarts by the failure policy: what --max-restarts limits
         self.user_restarts = 0  # tasks restarted by the user (%kw_restart, Run.restart): not limited
         self.port_retries = 0
@@ -271,7 +273,7 @@ class Run(RunReading, Supervisor):
 
     def _relaunch_all(self, why: str) -> None:
         for task in self.workers:
-            _log_separator(task, why)
+            log_separator(task, why)
         self._failed_at = None
         self._launch_all()
 
@@ -308,13 +310,6 @@ class Run(RunReading, Supervisor):
                 self._stop_all()
         return self.wait(timeout=self.stop_grace + 5)
 
-    def kill(self, task: int | str) -> None:
-        """SIGKILL one task, as a preempted machine: the failure policy then decides what follows."""
-        chosen = self.task(task)
-        self._check_single_task_control("kill")
-        with self._control:
-            chosen._kill()
-
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until every task's port accepts connections (its TensorFlow server is up).
 
@@ -336,39 +331,6 @@ class Run(RunReading, Supervisor):
     def cluster_resolver(self):
         """The coordinator's `tf.distribute.cluster_resolver.SimpleClusterResolver` (imports TensorFlow here)."""
         return roles.cluster_resolver(self.coordinator_tf_config())
-
-    def restart(self, task: int | str) -> None:
-        """Start one task again with the same TF_CONFIG, as a replaced machine rejoining the cluster."""
-        chosen = self.task(task)
-        self._check_single_task_control("restart")
-        with self._control:
-            if self.done:
-                raise NotPossible(f"run {self.name!r} has ended; launch it again instead")
-            chosen._stop(self.stop_grace)
-            self._refresh()
-            _log_separator(chosen, f"{chosen.id} restarted by the user")
-            try:
-                process = self.launcher.start(self._launch_of(chosen, chosen.tf_config))
-            except OSError as error:  # e.g. EAGAIN from fork: the task stays ended, the run goes on
-                self.log.error("could not restart %s", chosen.id, exc_info=error)
-                raise LaunchError(f"could not restart {chosen.id}: {error}") from error
-            with self._lock:
-                chosen.restarts += 1
-                self.user_restarts += 1  # not the failure policy's: --max-restarts does not count these
-                chosen._started(process, chosen.tf_config)
-            self._failed_at = None
-
-    def stacks(self, task: int | str | None = None, native: bool = False) -> dict[int, str]:
-        """Every thread's Python stack of each live task (or of one), by position; `native` adds py-spy's
-        native frames where py-spy is installed and allowed."""
-        chosen = self.workers if task is None else [self.task(task)]
-        with self._control:
-            return stack_dumps.capture(chosen, native=native)
-
-    def _check_single_task_control(self, action: str) -> None:  # Slurm signals a job's tasks together
-        if not self.launcher.controls_single_tasks:
-            raise NotPossible(f"cannot {action} one task under --backend {self.launcher.name}: kwnb can only "
-                              f"signal the whole job there (%kw_stop {self.name} stops it)")
 
     # ----- reading ----------------------------------------------------------------------------
     @property
@@ -422,9 +384,3 @@ class Run(RunReading, Supervisor):
 
     def __repr__(self) -> str:
         return f"<kwnb Run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"
-
-
-def _log_separator(task: Task, why: str) -> None:
-    """Logs are appended across restarts, with a line that shows where each attempt begins."""
-    with open(task.log_path, "ab") as log:
-        log.write(f"\n===== kwnb: {why} =====\n".encode())

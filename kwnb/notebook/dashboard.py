@@ -97,20 +97,7 @@ class Dashboard:
         if hasattr(source, "stop"):
             self.stop_button.on_click(lambda _: threading.Thread(target=source.stop, daemon=True).start())
         self.banner = widgets.HTML()
-        self.headers = [widgets.HTML() for _ in tasks]
-        self.progress = [widgets.FloatProgress(value=0, min=0, max=1, description="", bar_style="info",
-                                               layout=widgets.Layout(width="60%")) for _ in tasks]
-        self.progress_labels = [widgets.Label() for _ in tasks]
-        self.logs = [widgets.HTML() for _ in tasks]
-        # TensorFlow's runtime lines are folded away by default; each tab has its own toggle.
-        self.folds = [widgets.ToggleButton(value=False, layout=widgets.Layout(width="auto"),
-                                           tooltip="TensorFlow's C++ runtime lines (I0000 ..., oneDNN, CUDA notices)")
-                      for _ in tasks]
-        for i, fold in enumerate(self.folds):
-            fold.observe(lambda _, i=i: self._refresh_tab(i), names="value")
-        self.tabs = widgets.Tab(children=[
-            widgets.VBox([h, widgets.HBox([p, l]), f, g])
-            for h, p, l, f, g in zip(self.headers, self.progress, self.progress_labels, self.folds, self.logs)])
+        self._make_tabs(len(tasks))
         self.overview = widgets.HTML()
         self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
                                                                           margin="2px 0", display="none"))
@@ -146,6 +133,23 @@ class Dashboard:
             source.on_end.append(self._at_end)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
         self._thread.start()
+
+    def _make_tabs(self, count: int) -> None:
+        """A tab per task: its header, progress bar, runtime-lines toggle and log."""
+        self.headers = [widgets.HTML() for _ in range(count)]
+        self.progress = [widgets.FloatProgress(value=0, min=0, max=1, description="", bar_style="info",
+                                               layout=widgets.Layout(width="60%")) for _ in range(count)]
+        self.progress_labels = [widgets.Label() for _ in range(count)]
+        self.logs = [widgets.HTML() for _ in range(count)]
+        # TensorFlow's runtime lines are folded away by default; each tab has its own toggle.
+        self.folds = [widgets.ToggleButton(value=False, layout=widgets.Layout(width="auto"),
+                                           tooltip="TensorFlow's C++ runtime lines (I0000 ..., oneDNN, CUDA notices)")
+                      for _ in range(count)]
+        for i, fold in enumerate(self.folds):
+            fold.observe(lambda _, i=i: self._refresh_tab(i), names="value")
+        self.tabs = widgets.Tab(children=[
+            widgets.VBox([h, widgets.HBox([p, l]), f, g])
+            for h, p, l, f, g in zip(self.headers, self.progress, self.progress_labels, self.folds, self.logs)])
 
     def refresh(self, force_curves: bool = False, snapshot=None) -> None:
         # Taken before the drawing lock, never under it: no thread holds one lock while waiting for the other.

@@ -54,7 +54,7 @@ demo: setup
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
 test: system-deps setup
-	$(PY) -m pytest -ra tests notebooks --nbval-lax
+	$(PY) -m pytest -ra --durations=40 tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
 test-fast: setup

@@ -250,7 +250,7 @@ def test_timeout_counts_from_the_tasks_start_not_from_the_queue(slurm, tmp_path)
         assert wait_until(lambda: run.status == "pending", 30), run.summary()
         time.sleep(8)  # past the timeout, all of it in the queue
         with run._lock:
-            held = overview_html(run, run.diagnoses, badge)
+            held = overview_html(run.snapshot(), run.diagnoses, badge)
         assert run.status == "pending" and not run.timed_out and "(JobHeldUser)" in run.chief.where, run.summary()
         assert len(re.findall(r"<td>pending (\d+) s</td>", held)) == 2, held
         assert slurm.run("scontrol", "release", run.launcher.jobs[0].id).returncode == 0
@@ -263,7 +263,7 @@ def test_timeout_counts_from_the_tasks_start_not_from_the_queue(slurm, tmp_path)
     for task in run.workers:  # by kwnb's own record of each task's phases
         spent = task.vitals.time_in(until=task.ended_at)
         assert spent["pending"] >= 8 and sum(spent.values()) - spent["pending"] >= 5, spent
-    waited = re.findall(r"<td>stopped \((\d+) s pending\)</td>", overview_html(run, run.diagnoses, badge))
+    waited = re.findall(r"<td>stopped \((\d+) s pending\)</td>", overview_html(run.snapshot(), run.diagnoses, badge))
     assert len(waited) == 2 and all(int(seconds) >= 8 for seconds in waited), waited
 
 

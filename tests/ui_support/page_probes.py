@@ -10,7 +10,7 @@ SNAPSHOT_JS = """() => {
   const [img, timeline] = d.querySelectorAll(':scope > img');
   const shown = e => !!e && e.getClientRects().length > 0 && e.offsetWidth > 0;
   const table = d.querySelector('table.kwnb-overview');
-  const banner = d.querySelector(':scope > .widget-html > .widget-html-content > div');
+  const banner = d.querySelector(':scope > .widget-html > .widget-html-content');  // the first HTML under the dashboard
   const folds = [...d.querySelectorAll('.widget-toggle-button')];
   return {
     labels: [...d.querySelectorAll('.lm-TabBar-tab .lm-TabBar-tabLabel')].map(e => e.textContent),
@@ -20,7 +20,7 @@ SNAPSHOT_JS = """() => {
     title: d.querySelector('.widget-html-content').textContent,
     img: img ? {src: img.src, rendered: img.complete && img.naturalWidth > 0, width: img.naturalWidth} : null,
     stop_disabled: d.querySelector('button').disabled,
-    banner: banner ? banner.textContent : '',
+    banner: banner ? banner.textContent.trim() : '',
     overview: table ? {
       columns: [...table.querySelectorAll('th')].map(e => e.textContent),
       rows: [...table.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim())),

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 import kwnb
 from kwnb.backends import warm_room
+from waiting import pool_ready
 from kwnb.backends.warm import POOL
 from kwnb.engine.prewarm import prewarm
 
 SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
-
-
-def pool_ready(count: int, timeout: float = 90) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        idle = POOL.status()
-        if len(idle) >= count and all(warm["ready"] for warm in idle):
-            return True
-        time.sleep(0.3)
-    return False
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 import kwnb
 from kwnb.backends import make_launcher
 from kwnb.backends import warm_room
+from waiting import pool_ready
 from kwnb.backends.warm import POOL, key
 
 SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
@@ -19,16 +20,6 @@ SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
 def seen(run, position):
     line = next(line for line in run.logs(position).splitlines() if line.startswith("SEEN "))
     return json.loads(line[5:])
-
-
-def pool_ready(count: int, timeout: float = 90) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        idle = POOL.status()
-        if len(idle) >= count and all(warm["ready"] for warm in idle):
-            return True
-        time.sleep(0.3)
-    return False
 
 
 @pytest.fixture

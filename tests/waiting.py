@@ -15,3 +15,14 @@ def wait_until(predicate: Callable[[], object], timeout: float = 90.0, interval:
         if time.monotonic() > deadline:
             return False
         time.sleep(interval)
+
+
+def pool_ready(count: int, timeout: float = 90.0) -> bool:
+    """The warm pool (kwnb/backends/warm.py) holds at least `count` interpreters, every one ready."""
+    from kwnb.backends.warm import POOL
+
+    def ready() -> bool:
+        idle = POOL.status()
+        return len(idle) >= count and all(warm["ready"] for warm in idle)
+
+    return wait_until(ready, timeout, interval=0.3)

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..task.runfolder import RunFolder
 from ..task.tf_config import TaskId
 from .diagnosis import Diagnosis
+from .task import task_label
 
 LOG_LINES = 300  # the log tail a view shows (the dashboard's tab); the file keeps every line
 
@@ -70,8 +71,7 @@ class TaskView:
 
     @property
     def label(self) -> str:
-        """'worker 0 (chief)' where worker 0 is the chief, 'chief 0', 'evaluator 0' (as engine/task.py's Task)."""
-        return f"{self.id}" + (" (chief)" if self.is_chief and self.task_type != "chief" else "")
+        return task_label(self.id, self.is_chief)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,11 @@ class Signals:
                 self.mismatch = self.mismatch or (now, event)
 
 
+
+def task_label(task_id: TaskId, is_chief: bool) -> str:
+    """How views name a task: 'worker 0 (chief)' where worker 0 is the chief, 'chief 0', 'evaluator 0'."""
+    return f"{task_id}" + (" (chief)" if is_chief and task_id.type != "chief" else "")
+
 class Task:
     """A task's process across restarts, with its log and what was read from it (public as Run.workers[i])."""
 
@@ -123,8 +128,7 @@ class Task:
 
     @property
     def label(self) -> str:
-        """How views name it: 'worker 0 (chief)' where worker 0 is the chief, 'chief 0', 'evaluator 0'."""
-        return f"{self.id}" + (" (chief)" if self.is_chief and self.task_type != "chief" else "")
+        return task_label(self.id, self.is_chief)
 
     @property
     def task(self) -> TaskId:

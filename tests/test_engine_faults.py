@@ -28,12 +28,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 BEHAVE = SCRIPTS / "behave.py"
 
 
-@pytest.fixture(autouse=True)
-def stop_leftover_runs():
-    yield
-    for run in kwnb.runs():
-        if not run.done:
-            run.stop(reason="test teardown")
+pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
 
 
 def gone(pid: int) -> bool:

@@ -20,7 +20,7 @@ MIXED = ("plain line 1\nI0000 00:00:1795460621.508971  7334 port.cc:153] runtime
 
 def one_by_one(text: str, keep: int) -> tuple:
     """The plain way: every line rendered and tested on its own."""
-    lines, line, cursor, finished = [], "", 0, []
+    line, cursor, finished = "", 0, []
     for part in text.split("\n")[:-1]:
         line, cursor = render_line(part, line, cursor)
         finished.append(line.rstrip())

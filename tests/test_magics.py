@@ -22,12 +22,10 @@ def ip():
 
 
 @pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
+def in_tmp(tmp_path, monkeypatch, stop_leftover_runs):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
-    yield tmp_path
-    for run in kwnb.runs():
-        run.stop()
+    return tmp_path
 
 
 BAD = [

@@ -5,7 +5,6 @@ never by asking the parser under test.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path

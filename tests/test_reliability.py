@@ -1,7 +1,5 @@
 """Faults with real processes: taken ports, preemption and resume, missing TensorFlow, hostile output."""
-import os
 import socket
-import sys
 from pathlib import Path
 
 import psutil
@@ -14,12 +12,9 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 
 @pytest.fixture(autouse=True)
-def runs_in_tmp(tmp_path, monkeypatch):
+def runs_in_tmp(tmp_path, monkeypatch, stop_leftover_runs):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
-    yield
-    for run in kwnb.runs():
-        run.stop()
 
 
 class PortThief(LocalLauncher):

@@ -14,7 +14,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -72,12 +71,7 @@ def own_children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-@pytest.fixture(autouse=True)
-def stop_leftover_runs():
-    yield
-    for run in kwnb.runs():
-        if not run.done:
-            run.stop(reason="test teardown")
+pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
 
 
 def launch_behave(tmp_path, name, args, **options):

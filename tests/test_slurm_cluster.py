@@ -7,7 +7,6 @@ harness stops only what it started. Skips, with the reason, where no Slurm can b
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 

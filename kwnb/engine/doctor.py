@@ -199,7 +199,7 @@ def network_check(environ: dict) -> Check:
 
     found = netns.support()
     chosen = environ.get(NETWORK_ENV)
-    how = (f"no user namespace needed (root)" if not found.user_namespace else "in a user namespace") + \
+    how = ("no user namespace needed (root)" if not found.user_namespace else "in a user namespace") + \
         (f", outside access through {found.tool}" if found.tool else "")
     if chosen == "private" and not found.possible:
         return Check("network", False, f"${NETWORK_ENV}=private, but kwnb cannot make a private network here "

@@ -164,8 +164,8 @@ def nan_loss(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None:
     at += (", " if at else "") + f"step {row['step']}" if row.get("step") is not None else ""
     return Diagnosis("nan_loss", task.position,
                      f"{task.id}'s {name} became {value}" + (f" at {at}" if at else "") + " (the first kwnb read): "
-                     f"training has diverged. Usual causes: a learning rate too high, unscaled inputs (divide "
-                     f"pixels by 255), a log of zero in a hand-written loss (clip it, or use from_logits=True)",
+                     "training has diverged. Usual causes: a learning rate too high, unscaled inputs (divide "
+                     "pixels by 255), a log of zero in a hand-written loss (clip it, or use from_logits=True)",
                      evidence=[", ".join(f"{k}: {v}" for k, v in row.items())])
 
 

@@ -43,6 +43,10 @@ def test_tasks_outliving_a_finished_chief_are_stopped_after_the_grace_period():
     both = policy.decide(view(CHIEF, running, task("ps 0"), evaluator, now=111.0))
     assert both.stop == ("worker 0", "ps 0") and "stopped worker 0 and ps 0 that were still running 11 s" in both.note
     assert policy.decide(view(CHIEF, evaluator, now=200.0)).action == policy.KEEP
+    # unless the backend stops a job's tasks together (Slurm): then the note names the evaluator too
+    slurm = policy.decide(view(CHIEF, running, evaluator, now=111.0, single_tasks=False))
+    assert slurm.stop == ("worker 0", "evaluator 0") and "stopped worker 0 and evaluator 0 that were" in slurm.note
+    assert policy.decide(view(CHIEF, evaluator, now=200.0, single_tasks=False)).action == policy.KEEP
     # a task being stopped already is not stopped again (the note is said once)
     assert policy.decide(view(CHIEF, task("worker 0", stop_requested=True), now=200.0)).action == policy.KEEP
 

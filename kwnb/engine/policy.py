@@ -67,6 +67,7 @@ class View:
     origin: str | None  # the diagnosis that says where the failure started, if any
     tasks: tuple[TaskView, ...]
     chief_grace: float = CHIEF_GRACE_SECONDS  # how long training tasks may outlive a chief task that finished
+    single_tasks: bool = True  # the backend can stop one task alone (Slurm's scancel stops a job's tasks together)
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,12 @@ def _after_the_chief(view: View, chief: TaskView) -> Decision:
     not fail the run (the reason says so); training tasks still running `chief_grace` seconds after the
     chief finished are stopped (a TFJob's CleanPodPolicy removes them), and the note says which."""
     reason = _failed_beside(view, chief)
-    late = [task for task in view.tasks if task.training and task.alive and not task.stop_requested]
+    alive = [task for task in view.tasks if task.alive and not task.stop_requested]
     waited = view.now - chief.ended_at
-    if not late or waited < view.chief_grace:
+    if not any(task.training for task in alive) or waited < view.chief_grace:
         return Decision(KEEP, reason=reason)
-    names = [task.name for task in late]
+    # A sidecar keeps its own grace period (engine/roles.py), unless stopping one task stops them all.
+    names = [task.name for task in alive if task.training or not view.single_tasks]
     listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
     note = (f"the chief finished; stopped {listed} that {'were' if len(names) > 1 else 'was'} still running "
             f"{round(waited, 1):g} s later (the chief's exit decides a chief job)")

@@ -77,6 +77,7 @@ class Supervisor:
                 on_failure=self.on_failure, max_restarts=self.max_restarts, failure_grace=self.failure_grace,
                 restarts=self.restarts, port_retries=self.port_retries, failed_at=self._failed_at,
                 queued=vitals.queued_seconds(self.workers, now), chief_grace=self.chief_grace,
+                single_tasks=self.launcher.controls_single_tasks,
                 origin=origin.message if origin else None, tasks=tuple(map(_task_view, self.workers)))
 
     def _carry_out(self, decision: policy.Decision) -> None:

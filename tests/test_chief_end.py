@@ -10,6 +10,7 @@ from __future__ import annotations
 from test_roles import launch_roles
 
 from kwnb.engine import policy
+from kwnb.engine.log import LOG_NAME
 from kwnb.engine.status import Status
 
 
@@ -102,4 +103,5 @@ def test_workers_and_ps_outliving_the_chief_are_stopped_and_the_run_finishes(tmp
                                                               "were still running")]
     assert len(stopped) == 1, run.notes
     assert "note: " + stopped[0] in run.summary()
+    assert "failure policy: stop_rest (the chief finished; stopped" in (run.dir / LOG_NAME).read_text()
     assert run.diagnoses == [] and run.diagnosis_history == []  # kwnb stopped them: no `killed`, no failure

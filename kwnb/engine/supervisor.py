@@ -83,7 +83,7 @@ class Supervisor:
     def _carry_out(self, decision: policy.Decision) -> None:
         """Do what the failure policy decided; called by the supervisor under the control lock."""
         if decision.action != policy.KEEP:
-            self.log.info("failure policy: %s (%s)", decision.action, decision.reason or decision.why)
+            self.log.info("failure policy: %s (%s)", decision.action, decision.reason or decision.why or decision.note)
         self._failed_at = decision.failed_at
         if decision.action == policy.STOP:
             self._say(reason=decision.reason)

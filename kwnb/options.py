@@ -11,6 +11,7 @@ import argparse
 from .backends import argument_dest, backend_arguments, backends, make_launcher
 from .engine.cluster import MAX_TASKS
 from .engine.policy import ON_FAILURE
+from .engine.roles import CHIEF_GRACE_SECONDS
 from .errors import OptionError
 
 LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
@@ -19,7 +20,8 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
     (("--ps",), dict(type=int, default=0, metavar="K", help="number of parameter-server tasks (default 0)")),
     (("--chief",), dict(action="store_true",
                         help="add a dedicated chief task (chief:0) besides the N workers; its exit decides the run's "
-                             "status and its curves are the run's")),
+                             f"status (tasks still running {CHIEF_GRACE_SECONDS:g} s after it finished are "
+                             "stopped) and its curves are the run's")),
     (("--evaluator",), dict(action="store_true",
                             help="add a sidecar evaluator task (evaluator:0), outside the cluster, that reads the "
                                  "checkpoints the training writes (tf.keras.utils.SidecarEvaluator); stopped 30 s "

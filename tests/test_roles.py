@@ -30,9 +30,11 @@ from kwnb.task import sidecar
 from kwnb.task.tf_config import TaskId
 
 SCRIPTS = Path(__file__).parent / "scripts"
-ROLES_SCRIPT = """import json, os, sys, time
+ROLES_SCRIPT = """import json, os, signal, sys, time
 task = json.loads(os.environ["TF_CONFIG"])["task"]
 what = dict(arg.split("=") for arg in sys.argv[1:])
+if what.get(task["type"] + "_term") == "ignore":  # as TensorFlow catches SIGTERM: only SIGKILL ends it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print(task["type"], task["index"], "started", flush=True)
 time.sleep(float(what.get(task["type"], "0.3")))
 sys.exit(int(what.get(task["type"] + "_exit", "0")))
@@ -149,6 +151,9 @@ def test_the_chief_task_decides_the_runs_status(tmp_path):
     after = launch_roles(tmp_path, "chief=0.1", "worker=1.5", "worker_exit=1", chief=True)
     assert after.wait(timeout=40) and after.done
     assert [t.status for t in after.workers] == ["finished", "failed"] and after.status == "finished"
+    # The reason says the run finished with its chief; the worker's failure is told, not blamed for the run.
+    assert after.reason == "the chief finished (exit 0); worker 0 failed after it (exit code 1)", after.summary()
+    assert "finished after" in after.summary().splitlines()[0] and "worker 0: failed exit 1" in after.summary()
     failed_chief = launch_roles(tmp_path, "chief_exit=2", "worker=0.1", chief=True, name="failing_chief")
     assert failed_chief.wait(timeout=40) and failed_chief.status == "failed"
     no_chief = launch_roles(tmp_path, "worker=0.1", "worker_exit=1", n=1, name="no_chief")  # worker 0 is chief

@@ -1,4 +1,5 @@
-"""What a run does when a task fails or time runs out: relaunch on new ports, restart, stop the rest.
+"""What a run does when a task fails, time runs out or a chief task ends: relaunch on new ports,
+restart, stop the rest.
 
 A pure function: `decide(view)` reads a frozen `View` of the run (taken by the supervisor under
 the run's state lock) and returns a `Decision`; the Run carries it out under its own locks
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import OptionError
+from .roles import CHIEF_GRACE_SECONDS
 from .status import Status
 
 ON_FAILURE = ("stop", "keep", "restart")
@@ -18,6 +20,7 @@ KEEP = "keep"  # nothing to do (a reason may still be recorded: every task has e
 STOP = "stop"  # stop every task that still runs, with a reason
 RELAUNCH = "relaunch"  # the same cluster on new ports (a port kwnb chose was taken)
 RESTART = "restart"  # restart the whole cluster (--on-failure restart)
+STOP_REST = "stop_rest"  # the chief task finished: stop the training tasks `stop` names, with a note (not the run)
 
 
 def check_options(on_failure: str, timeout: float | None, stall_after: float = 60.0) -> None:
@@ -41,6 +44,9 @@ class TaskView:
     bind_failed: bool  # TensorFlow could not bind its port
     own_tf_config: bool  # the script set TF_CONFIG itself: a relaunch on new ports would not help
     training: bool = True  # False for a sidecar (an evaluator): its failure is not training's
+    role: str = "worker"  # TF_CONFIG's task type: a "chief" task decides the run (engine/roles.py)
+    ended_at: float | None = None
+    stop_requested: bool = False  # kwnb or the user is stopping it already
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class View:
     failed_at: float | None  # when a failure was first seen since the last (re)launch
     origin: str | None  # the diagnosis that says where the failure started, if any
     tasks: tuple[TaskView, ...]
+    chief_grace: float = CHIEF_GRACE_SECONDS  # how long training tasks may outlive a chief task that finished
+    single_tasks: bool = True  # the backend can stop one task alone (Slurm's scancel stops a job's tasks together)
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class Decision:
     reason: str = ""  # STOP: why the run ends; KEEP: why it ended, if no reason was given before
     note: str = ""  # what the user should be told (RELAUNCH)
     why: str = ""  # RELAUNCH, RESTART: the line written into every task's log where the new attempt begins
+    stop: tuple[str, ...] = ()  # STOP_REST: the names of the tasks to stop
     timed_out: bool = False
     failed_at: float | None = None  # KEEP: remembered, for the grace period before the others are stopped
 
@@ -76,9 +85,14 @@ def decide(view: View) -> Decision:
     expired = _timed_out(view)
     if expired:
         return Decision(STOP, reason=expired, timed_out=True)
+    if view.stopping:
+        return Decision(KEEP, failed_at=view.failed_at)
+    chief = _finished_chief(view)
+    if chief is not None:  # a chief job whose chief exited 0: its outcome is the run's
+        return _after_the_chief(view, chief)
     # A sidecar evaluator that fails is not a failure of training (engine/roles.py).
     failed = [task for task in view.tasks if task.status == Status.FAILED and task.training]
-    if not failed or view.stopping:
+    if not failed:
         return Decision(KEEP, failed_at=view.failed_at)
     relaunch = _relaunch_on_new_ports(view, failed) or _restart(view, failed)
     if relaunch is not None:
@@ -110,6 +124,39 @@ def failure(view: View, failed: list[TaskView]) -> str:
     if view.origin is not None:
         return view.origin
     return f"{failed[0].name} failed with exit code {failed[0].returncode}"
+
+
+def _finished_chief(view: View) -> TaskView | None:
+    """The chief task, if the run has one and it exited 0. One that failed is a failure like any other."""
+    return next((task for task in view.tasks if task.role == "chief" and task.status == Status.FINISHED
+                 and task.ended_at is not None), None)
+
+
+def _after_the_chief(view: View, chief: TaskView) -> Decision:
+    """TensorFlow's and a TFJob's rule: the chief's exit decides a chief job. A worker that fails now does
+    not fail the run (the reason says so); training tasks still running `chief_grace` seconds after the
+    chief finished are stopped (a TFJob's CleanPodPolicy removes them), and the note says which."""
+    reason = _failed_beside(view, chief)
+    alive = [task for task in view.tasks if task.alive and not task.stop_requested]
+    waited = view.now - chief.ended_at
+    if not any(task.training for task in alive) or waited < view.chief_grace:
+        return Decision(KEEP, reason=reason)
+    # A sidecar keeps its own grace period (engine/roles.py), unless stopping one task stops them all.
+    names = [task.name for task in alive if task.training or not view.single_tasks]
+    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    note = (f"the chief finished; stopped {listed} that {'were' if len(names) > 1 else 'was'} still running "
+            f"{round(waited, 1):g} s later (the chief's exit decides a chief job)")
+    return Decision(STOP_REST, reason=reason, note=note, stop=tuple(names))
+
+
+def _failed_beside(view: View, chief: TaskView) -> str:
+    """The reason of a finished chief job in which training tasks failed, or "": they did not fail it."""
+    failed = [task for task in view.tasks if task.training and task.status == Status.FAILED]
+    if not failed:
+        return ""
+    said = [f"{task.name} failed {'before' if (task.ended_at or 0) < chief.ended_at else 'after'} it "
+            f"(exit code {task.returncode})" for task in failed]
+    return f"the chief finished (exit 0); {', '.join(said)}"
 
 
 def _relaunch_on_new_ports(view: View, failed: list[TaskView]) -> Decision | None:

@@ -3,7 +3,9 @@ calling process as the coordinator of a parameter-server cluster.
 
 - A `chief` task (`--chief`) is the chief: the run's curves are its curves, and, as TensorFlow and
   Kubeflow's TFJob decide a job, its exit decides the run's status (a worker that fails after the
-  chief has finished does not fail the run).
+  chief has finished does not fail the run). Training tasks still running CHIEF_GRACE_SECONDS after
+  the chief finished are stopped (the failure policy decides it: engine/policy.py), as a TFJob's
+  CleanPodPolicy removes them. Without a chief task every worker's exit counts, worker 0's included.
 - An `evaluator` task (`--evaluator`) is a sidecar: not in the cluster (tf_config.py), it reads the
   checkpoints the training writes. Its failure is not a failure of training, and once every training
   task has ended it is given EVALUATOR_GRACE_SECONDS to evaluate the last checkpoint, then stopped.
@@ -20,6 +22,10 @@ from .evaluation import EvaluationParser
 # Evaluating one checkpoint of a small model takes 2-10 s here; reading it, a second more. A script that
 # passes max_evaluations=EPOCHS to SidecarEvaluator ends by itself sooner.
 EVALUATOR_GRACE_SECONDS = 30.0
+# Under MultiWorkerMirroredStrategy a worker ends within 1 s of the chief (-0.4 to +0.7 s over 4 chief jobs of
+# tf-keras fit, 1-2 workers, at load 2-4 on 2 cores): 10 s leaves room for a loaded machine, and is short
+# beside what it ends, a worker hung in a collective or shutdown, or serving forever (ps), until --timeout.
+CHIEF_GRACE_SECONDS = 10.0
 
 
 def is_sidecar(task) -> bool:

@@ -61,6 +61,7 @@ class Run(RunReading, Supervisor, TaskControl):
         chief: bool = False,
         evaluator: bool = False,
         evaluator_grace: float = roles.EVALUATOR_GRACE_SECONDS,
+        chief_grace: float = roles.CHIEF_GRACE_SECONDS,
         env: dict[str, str] | None = None,
         python: str | None = None,
         args: str | list[str] | None = None,
@@ -93,7 +94,7 @@ class Run(RunReading, Supervisor, TaskControl):
         self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
         self.logdir = (self.cwd / logdir).resolve() if logdir else None  # event files there too (tensorboard.py)
         self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
-        self.stop_grace, self.gpus = stop_grace, gpus
+        self.stop_grace, self.gpus, self.chief_grace = stop_grace, gpus, chief_grace  # grace: engine/roles.py
         self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
         self.launcher.check()
         self._make_folder(runs_dir, files, keep_lines)
@@ -263,8 +264,12 @@ class Run(RunReading, Supervisor, TaskControl):
 
     def _stop_all(self, count_as_stop: bool = True) -> None:
         self._stopping = count_as_stop
+        self._stop_tasks(self.workers)
+
+    def _stop_tasks(self, tasks: list[Task]) -> None:
+        """TERM, then KILL after stop_grace, to every task at once (TensorFlow catches TERM), then a look."""
         stoppers = [threading.Thread(target=self._guarded, args=(f"stopping {task.id}", task._stop, self.stop_grace))
-                    for task in self.workers]
+                    for task in tasks]
         for thread in stoppers:
             thread.start()
         for thread in stoppers:

@@ -71,20 +71,19 @@ class Supervisor:
         """What the failure policy reads, copied under the state lock (engine/policy.py)."""
         with self._lock:
             origin = diagnose.origin(self)
-            tasks = tuple(policy.TaskView(str(t.id), t.status, t.alive, t.returncode, t.address, t.bind_failed,
-                                          t.signals.tf_config_set is not None, not roles.is_sidecar(t)) for t in self.workers)
             now = time.time()
             return policy.View(
                 now=now, started_at=self.started_at, timeout=self.timeout, stopping=self._stopping,
                 on_failure=self.on_failure, max_restarts=self.max_restarts, failure_grace=self.failure_grace,
                 restarts=self.restarts, port_retries=self.port_retries, failed_at=self._failed_at,
-                queued=vitals.queued_seconds(self.workers, now),
-                origin=origin.message if origin else None, tasks=tasks)
+                queued=vitals.queued_seconds(self.workers, now), chief_grace=self.chief_grace,
+                single_tasks=self.launcher.controls_single_tasks,
+                origin=origin.message if origin else None, tasks=tuple(map(_task_view, self.workers)))
 
     def _carry_out(self, decision: policy.Decision) -> None:
         """Do what the failure policy decided; called by the supervisor under the control lock."""
         if decision.action != policy.KEEP:
-            self.log.info("failure policy: %s (%s)", decision.action, decision.reason or decision.why)
+            self.log.info("failure policy: %s (%s)", decision.action, decision.reason or decision.why or decision.note)
         self._failed_at = decision.failed_at
         if decision.action == policy.STOP:
             self._say(reason=decision.reason)
@@ -98,6 +97,9 @@ class Supervisor:
             self._say(note=decision.note)
             self._stop_all(count_as_stop=False)
             self._relaunch(decision.why)
+        elif decision.action == policy.STOP_REST:  # the chief finished: the run is not stopping, an evaluator goes on
+            self._say(note=decision.note, reason=decision.reason, replace=False)
+            self._stop_tasks([task for task in self.workers if str(task.id) in decision.stop])
         elif decision.action == policy.RESTART:
             self._stop_all(count_as_stop=False)
             with self._lock:
@@ -134,3 +136,10 @@ class Supervisor:
         except Exception as error:
             self.log.error("%s failed", what, exc_info=error)
             self._say(note=f"{what} failed: {error}")
+
+
+def _task_view(task) -> policy.TaskView:
+    """What the failure policy reads of one task (called under the run's state lock)."""
+    return policy.TaskView(str(task.id), task.status, task.alive, task.returncode, task.address, task.bind_failed,
+                           task.signals.tf_config_set is not None, not roles.is_sidecar(task), task.task_type,
+                           task.ended_at, task.stop_requested)

@@ -7,7 +7,9 @@ tests/test_kernel.py.
 """
 from __future__ import annotations
 
+import base64
 import json
+import os
 import shutil
 import threading
 import time
@@ -89,6 +91,16 @@ def test_runs_are_listed_newest_first(runs):
     by_name = {r.name: r for r in listed}
     assert by_name["broken"].status == "failed" and by_name["clean"].status == "finished"
     assert by_name["clean"].tasks == 2 and 0 < by_name["clean"].duration < 60
+    # The newest of a name is the folder %kw_show NAME opens (the last launched), whatever its result says.
+    stale = Path(shutil.copytree(clean.dir, runs_dir / "clean-20200101-000000"))
+    data = json.loads((stale / "run.json").read_text())
+    data["result"]["started_at"] += 3600
+    (stale / "run.json").write_text(json.dumps(data))
+    try:
+        (listed_clean,) = [r for r in list_runs(runs_dir) if r.name == "clean"]
+        assert listed_clean.folder == kwnb.open_run("clean", runs_dir=runs_dir).dir == clean.dir
+    finally:
+        shutil.rmtree(stale)
 
 
 def test_damaged_folders_get_one_clear_line(runs, tmp_path):
@@ -102,13 +114,19 @@ def test_damaged_folders_get_one_clear_line(runs, tmp_path):
     (gone / "run.json").unlink()
     odd = copy_of(clean, tmp_path / "odd")
     (odd / "run.json").write_text(json.dumps({**data, "result": {"status": "finished", "tasks": "nonsense"}}))
+    odd_format = copy_of(clean, tmp_path / "odd_format")
+    (odd_format / "run.json").write_text(json.dumps({**data, "format": "2"}))
     expected = {truncated: "cut short or not JSON", newer: "newer kwnb (run.json format 99",
-                gone: "not a kwnb run folder", odd: "'result' is not what kwnb writes"}
+                gone: "not a kwnb run folder", odd: "'result' is not what kwnb writes",
+                odd_format: "format is '2', not a number kwnb writes"}
     for folder, words in expected.items():
         with pytest.raises(UnreadableRun) as caught:
             kwnb.open_run(folder)
         message = str(caught.value)
         assert words in message and "\n" not in message, message
+        if folder is not odd:  # %kw_runs (which reads no 'result' beyond the status) says the same
+            (listed,) = list_runs(folder.parent)
+            assert listed.problem and listed.problem.split(" (")[0] in message, (listed.problem, message)
     with pytest.raises(UnreadableRun, match="no run named 'nothing'"):
         kwnb.open_run("nothing", runs_dir=tmp_path)
 
@@ -126,6 +144,10 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     assert any("history.json" in m for m in past.missing)
     assert past.history() == clean.history()  # read again from the logs and kwnb.report() rows
     assert "exit codes: unknown, unknown" in past.summary() and "not recorded: " in past.summary()
+    assert past.summary().startswith("kwnb run 'clean': unknown, 2 tasks")  # not "after 0.0 s"
+    os.utime(older, (0, 0))  # listed at its run.json's "created", not at the folder's last change
+    (listed,) = list_runs(older.parent)
+    assert listed.status == "unknown" and abs(listed.started - clean.started_at) < 60
     from kwnb.notebook.dashboard import Dashboard
 
     shown = Dashboard(past)
@@ -145,6 +167,34 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     past = kwnb.open_run(deleted)
     assert past.exit_codes == [0, 0] and any("worker-1.log" in m for m in past.missing)
     assert past.snapshot().tasks[1].tail == () and past.logs(0) == clean.logs(0)
+
+
+def test_the_static_account_is_final_small_and_says_what_it_is(runs):
+    """What a published page shows in the dashboard's place: the end of the run in palette PNGs, the
+    summary folded with no blank line (Markdown would end the HTML block there), no session memory
+    line; a run still going says so and where its end is kept."""
+    import dataclasses
+    import io
+
+    from PIL import Image
+
+    from kwnb.notebook.static import compact_png, static_html
+
+    _, clean, _ = runs
+    ended = dataclasses.replace(kwnb.open_run(clean.dir).snapshot(), past=False, notes=("first\n\nsecond",))
+    curves, timeline = ended.curves_path.read_bytes(), ended.timeline_path.read_bytes()
+    page = static_html(ended, curves, timeline)
+    assert "<summary>summary (exit codes 0, 0)</summary>" in page and "first\n&#160;\nsecond" in page
+    assert "\n\n" not in page and "kwnb-overview-memory" not in page and "Still going" not in page
+    shown = [base64.b64decode(chunk.split('"')[0]) for chunk in page.split("base64,")[1:]]
+    assert [Image.open(io.BytesIO(png)).mode for png in shown] == ["P", "P"]
+    assert [len(png) for png in shown] < [len(curves), len(timeline)] and len(shown[0]) < len(curves) // 2
+    going = static_html(dataclasses.replace(ended, done=False, status="running"))
+    assert "Still going when this was drawn" in going and "%kw_wait clean" in going and "%kw_show clean" in going
+    assert "<details" not in going and "kwnb-overview-memory" in going  # while it goes, the session's memory
+    clear = io.BytesIO()
+    Image.new("RGBA", (40, 20), (0, 0, 0, 0)).save(clear, "PNG")
+    assert compact_png(clear.getvalue()) == clear.getvalue() and compact_png(b"not a png") == b"not a png"
 
 
 @pytest.fixture(scope="module")

@@ -315,6 +315,10 @@ def test_terminal_lists_and_shows_past_runs(runs, tmp_path):
         return subprocess.run([sys.executable, "-m", "kwnb", *args], capture_output=True, text=True, env=env, timeout=60)
 
     listed = kwnb_cli("runs")
+    env["KWNB_RUNS_DIR"] = str(tmp_path / "none")
+    nothing = kwnb_cli("runs")
+    assert nothing.returncode == 0 and nothing.stdout == "" and f"no run folder in {tmp_path / 'none'}" in nothing.stderr
+    env["KWNB_RUNS_DIR"] = str(runs_dir)
     assert listed.returncode == 0 and sorted(line.split()[0] for line in listed.stdout.splitlines()) == ["broken", "clean"]
     shown = kwnb_cli("show", "clean")
     assert shown.returncode == 0 and shown.stdout.strip() == clean.summary()

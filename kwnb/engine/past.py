@@ -243,6 +243,12 @@ def list_runs(runs_dir: str | os.PathLike | None = None, newest_per_name: bool =
     return [listing for listing in listings if newest[listing.name] is listing]
 
 
+def no_runs_line(runs_dir: str | os.PathLike | None = None) -> str:
+    """What `%kw_runs` and `kwnb runs` say when there is nothing to list: where they looked."""
+    base = Path(runs_dir) if runs_dir else default_runs_dir()
+    return f"kwnb: no run folder in {base} (runs are kept in .kwnb/runs of the working directory, or $KWNB_RUNS_DIR)"
+
+
 def listing_line(listing: RunListing) -> str:
     """One run folder as `%kw_runs` and `kwnb runs` list it: name, when, status, tasks, duration, folder."""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(listing.started)) if listing.started else "?"

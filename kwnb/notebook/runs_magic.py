@@ -18,12 +18,12 @@ class PastRunMagics(Magics):
     def kw_runs(self, line):
         """The runs on disk (.kwnb/runs, or $KWNB_RUNS_DIR), newest first: name, when, status, tasks,
         duration. Without --all, the newest folder of each name (what %kw_show NAME opens)."""
-        from ..engine.past import list_runs, listing_line
+        from ..engine.past import list_runs, listing_line, no_runs_line
 
         args = parse_argstring(self.kw_runs, line)
         listings = list_runs(newest_per_name=not args.all)
         if not listings:
-            print("kwnb: no run folder yet (runs are kept in .kwnb/runs of the working directory)")
+            print(no_runs_line())
         for listing in listings:
             print(listing_line(listing))
 

@@ -220,6 +220,14 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
         assert len(capsys.readouterr().out.splitlines()) == 3
         with pytest.raises(UsageError, match="not a kwnb run folder|no run named"):
             ip.run_line_magic("kw_show", str(tmp_path / "nowhere"))
+        older = copy_of(clean, tmp_path)
+        data = json.loads((older / "run.json").read_text())
+        del data["result"]
+        (older / "run.json").write_text(json.dumps(data))
+        capsys.readouterr()
+        ip.run_line_magic("kw_show", str(older))  # shown once: in the dashboard (here its text), not printed again
+        shown = capsys.readouterr().out
+        assert shown.count("not recorded: how the run ended") == 1, shown
     finally:
         shutil.rmtree(broken)
     from kwnb.notebook.dashboard import Dashboard

@@ -44,6 +44,4 @@ class PastRunMagics(Magics):
             past = open_run(ref)
         except KwnbError as error:
             raise UsageError(str(error)) from None
-        dashboard_for(past).show()
-        for what in past.missing:
-            print(f"kwnb: not recorded: {what}")
+        dashboard_for(past).show()  # what the folder lacks is on its banner and in its summary: not printed again

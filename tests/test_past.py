@@ -230,8 +230,11 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
         assert shown.count("not recorded: how the run ended") == 1, shown
     finally:
         shutil.rmtree(broken)
-    from kwnb.notebook.dashboard import Dashboard
+    from kwnb.notebook.dashboard import Dashboard, _dashboards
 
+    monkeypatch.chdir(clean.dir.parent)
+    ip.run_line_magic("kw_show", f"{clean.dir.name}/")  # a run of this kernel, by its folder: its live dashboard
+    assert clean in _dashboards and "still going elsewhere" not in capsys.readouterr().out
     past = kwnb.open_run(clean.dir)
     bundle = Dashboard(past)._bundle()
     assert "application/vnd.jupyter.widget-view+json" in bundle

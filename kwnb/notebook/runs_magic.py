@@ -2,6 +2,8 @@
 kernel restart as well (engine/past.py reads the folders)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -36,7 +38,7 @@ class PastRunMagics(Magics):
         from .dashboard import dashboard_for
 
         ref = parse_argstring(self.kw_show, line).run
-        live = [run for run in api.runs() if run.name == ref or str(run.dir) == ref]
+        live = [run for run in api.runs() if run.name == ref or _same_folder(run.dir, ref)]
         if live:
             dashboard_for(live[-1]).show()
             return
@@ -45,3 +47,14 @@ class PastRunMagics(Magics):
         except KwnbError as error:
             raise UsageError(str(error)) from None
         dashboard_for(past).show()  # what the folder lacks is on its banner and in its summary: not printed again
+
+
+def _same_folder(folder, ref: str) -> bool:
+    """A run of this kernel given by its folder, however written (relative, with a slash, its run.json):
+    shown live, not read back as a run that 'is still going elsewhere'."""
+    path = Path(ref).expanduser()
+    path = path.parent if path.name == "run.json" else path
+    try:
+        return path.resolve() == Path(folder).resolve()
+    except OSError:
+        return False

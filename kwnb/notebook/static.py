@@ -6,7 +6,9 @@ the same mimebundle as its widget view (text/html, and the summary as text/plain
 that renders widgets picks the widget view (JupyterLab and Notebook 7 rank it above text/html)
 and shows only that; the others show this. The dashboard sends it again when the run ends
 (update_display_data on the output's display_id), so a saved or executed notebook keeps the final
-account: the overview and diagnoses as HTML, the curves and the timeline as embedded PNGs.
+account: the overview and diagnoses as HTML, the curves and the timeline as embedded palette PNGs,
+the summary folded under its exit codes. A run still going when the page was made says so, and
+where its end is kept.
 """
 from __future__ import annotations
 

@@ -76,6 +76,8 @@ def test_a_past_run_shows_what_the_live_one_showed(runs):
                [(d.kind, d.task, d.message) for d in live.diagnoses]
         assert [(d.kind, d.task) for d in past.diagnosis_history] == [(d.kind, d.task) for d in live.diagnosis_history]
         assert past.reason == live.reason and past.logs(1) == live.logs(1)
+        assert repr(past.task(1)) == f"<TaskView worker 1 pid={live.task(1).pid} {live.task(1).status} " \
+                                    f"exit {live.task(1).returncode}>"
         assert [t.phases for t in past.snapshot().tasks] == [t.phases for t in live.snapshot().tasks]
         # The same renderer, two sources: only the elapsed-time rounding could differ, and it does not.
         assert past.summary() == live.summary()

@@ -119,7 +119,7 @@ def test_damaged_folders_get_one_clear_line(runs, tmp_path):
     odd_format = copy_of(clean, tmp_path / "odd_format")
     (odd_format / "run.json").write_text(json.dumps({**data, "format": "2"}))
     expected = {truncated: "cut short or not JSON", newer: "newer kwnb (run.json format 99",
-                gone: "not a kwnb run folder", odd: "'result' is not what kwnb writes",
+                gone: "cannot be reopened or exported", odd: "'result' is not what kwnb writes",
                 odd_format: "format is '2', not a number kwnb writes"}
     for folder, words in expected.items():
         with pytest.raises(UnreadableRun) as caught:

@@ -247,6 +247,22 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
     assert "FAILED" in failed_bundle["text/html"] and "&#9888; <b>error</b>" in failed_bundle["text/html"]
 
 
+def test_kw_runs_shows_a_run_of_this_kernel_as_it_goes(ip, tmp_path, monkeypatch, capsys):
+    """Its folder has no result until it ends ('unknown'); the kernel that runs it knows it is running."""
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    going = kwnb.launch(SCRIPTS / "behave.py", n=2, name="going", runs_dir=tmp_path / "runs", cwd=tmp_path,
+                        args="--sleep 30", warm=False)
+    try:
+        assert wait_for(lambda: going.status == "running")
+        ip.run_line_magic("kw_runs", "")
+        (listed,) = capsys.readouterr().out.splitlines()
+        assert listed.startswith("going ") and " running " in listed, listed
+    finally:
+        going.stop()
+    ip.run_line_magic("kw_runs", "")
+    assert " stopped " in capsys.readouterr().out  # ended: as its folder now says
+
+
 def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path, monkeypatch):
     """A poll that blocks (a scheduler that does not answer) holds the supervisor, not the views: the
     dashboard draws every tab from a snapshot, and never while holding the run's state lock."""

@@ -2,6 +2,7 @@
 kernel restart as well (engine/past.py reads the folders)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from IPython.core.error import UsageError
@@ -26,7 +27,11 @@ class PastRunMagics(Magics):
         listings = list_runs(newest_per_name=not args.all)
         if not listings:
             print(no_runs_line())
+        live = {Path(run.dir).resolve(): run for run in api.runs()}
         for listing in listings:
+            run = None if listing.problem else live.get(listing.folder.resolve())
+            if run is not None and not run.done:  # its folder has no result yet: this kernel knows better
+                listing = dataclasses.replace(listing, status=run.status, duration=run.elapsed)
             print(listing_line(listing))
 
     @line_magic

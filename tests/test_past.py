@@ -222,6 +222,12 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
         assert len(capsys.readouterr().out.splitlines()) == 3
         with pytest.raises(UsageError, match="not a kwnb run folder|no run named"):
             ip.run_line_magic("kw_show", str(tmp_path / "nowhere"))
+        yesterday = Path(shutil.copytree(clean.dir, runs_dir / "yesterday-20200101-000000"))
+        data = json.loads((yesterday / "run.json").read_text())
+        (yesterday / "run.json").write_text(json.dumps({**data, "name": "yesterday"}))
+        with pytest.raises(UsageError, match=r"no run named 'yesterday' .*kwnb.open_run\('yesterday'\) or %kw_show yesterday"):
+            ip.run_line_magic("kw_wait", "yesterday")  # after a kernel restart: not live, but on disk
+        shutil.rmtree(yesterday)
         older = copy_of(clean, tmp_path)
         data = json.loads((older / "run.json").read_text())
         del data["result"]

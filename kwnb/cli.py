@@ -47,11 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def past_command(args) -> int:
     """`kwnb runs [--all]` and `kwnb show RUN`: what engine/past.py reads from the run folders."""
-    from .engine.past import list_runs, listing_line, open_run
+    from .engine.past import list_runs, listing_line, no_runs_line, open_run
 
     if args.command == "runs":
-        for listing in list_runs(newest_per_name=not args.all):
+        listings = list_runs(newest_per_name=not args.all)
+        for listing in listings:
             print(listing_line(listing))
+        if not listings:
+            print(no_runs_line(), file=sys.stderr)
         return 0
     try:
         past = open_run(args.run)

@@ -7,6 +7,7 @@ kernel with kwnb.open_run.
 """
 import base64
 import copy
+import io
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter, MarkdownExporter
+from PIL import Image
 
 SCRIPT = (Path(__file__).parent / "scripts" / "keras_fit.py").read_text()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -101,8 +103,15 @@ def test_published_html_without_widget_state_shows_the_run(executed):
     assert "exit codes: 0, 0" in page and "3 epochs, last: loss" in page  # the summary, printed by %kw_wait too
     static = page[page.index('class="kwnb-static"'):]
     images = [base64.b64decode(chunk.split('"')[0]) for chunk in static.split("data:image/png;base64,")[1:3]]
-    assert len(images) == 2 and all(png.startswith(b"\x89PNG") and len(png) > 10_000 for png in images)
-    assert "still going" not in static.split("</details>")[0]
+    assert len(images) == 2 and all(png.startswith(b"\x89PNG") and len(png) > 2_000 for png in images)
+    # Palette PNGs (a quarter of the bytes), pictures still the size drawn: ~20 KB a run, not ~70.
+    assert [Image.open(io.BytesIO(png)).mode for png in images] == ["P", "P"]
+    assert all(Image.open(io.BytesIO(png)).width >= 600 for png in images)
+    account = executed.cells[1].outputs[0]["data"]["text/html"]
+    assert len(account) < 30_000, len(account)
+    assert "still going" not in static.split("</details>")[0].lower()
+    # The run's end, not the machine's memory when it ended; the summary folded (%kw_wait prints it below).
+    assert "kwnb-overview-memory" not in account and "<summary>summary (exit codes 0, 0)</summary>" in account
     markdown, _ = MarkdownExporter().from_notebook_node(bare)
     assert markdown.count("data:image/png;base64,") >= 2 and "exit codes: 0, 0" in markdown
 

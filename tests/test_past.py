@@ -7,7 +7,9 @@ tests/test_kernel.py.
 """
 from __future__ import annotations
 
+import base64
 import json
+import os
 import shutil
 import threading
 import time
@@ -74,6 +76,8 @@ def test_a_past_run_shows_what_the_live_one_showed(runs):
                [(d.kind, d.task, d.message) for d in live.diagnoses]
         assert [(d.kind, d.task) for d in past.diagnosis_history] == [(d.kind, d.task) for d in live.diagnosis_history]
         assert past.reason == live.reason and past.logs(1) == live.logs(1)
+        assert repr(past.task(1)) == f"<TaskView worker 1 pid={live.task(1).pid} {live.task(1).status} " \
+                                    f"exit {live.task(1).returncode}>"
         assert [t.phases for t in past.snapshot().tasks] == [t.phases for t in live.snapshot().tasks]
         # The same renderer, two sources: only the elapsed-time rounding could differ, and it does not.
         assert past.summary() == live.summary()
@@ -89,6 +93,16 @@ def test_runs_are_listed_newest_first(runs):
     by_name = {r.name: r for r in listed}
     assert by_name["broken"].status == "failed" and by_name["clean"].status == "finished"
     assert by_name["clean"].tasks == 2 and 0 < by_name["clean"].duration < 60
+    # The newest of a name is the folder %kw_show NAME opens (the last launched), whatever its result says.
+    stale = Path(shutil.copytree(clean.dir, runs_dir / "clean-20200101-000000"))
+    data = json.loads((stale / "run.json").read_text())
+    data["result"]["started_at"] += 3600
+    (stale / "run.json").write_text(json.dumps(data))
+    try:
+        (listed_clean,) = [r for r in list_runs(runs_dir) if r.name == "clean"]
+        assert listed_clean.folder == kwnb.open_run("clean", runs_dir=runs_dir).dir == clean.dir
+    finally:
+        shutil.rmtree(stale)
 
 
 def test_damaged_folders_get_one_clear_line(runs, tmp_path):
@@ -102,13 +116,19 @@ def test_damaged_folders_get_one_clear_line(runs, tmp_path):
     (gone / "run.json").unlink()
     odd = copy_of(clean, tmp_path / "odd")
     (odd / "run.json").write_text(json.dumps({**data, "result": {"status": "finished", "tasks": "nonsense"}}))
+    odd_format = copy_of(clean, tmp_path / "odd_format")
+    (odd_format / "run.json").write_text(json.dumps({**data, "format": "2"}))
     expected = {truncated: "cut short or not JSON", newer: "newer kwnb (run.json format 99",
-                gone: "not a kwnb run folder", odd: "'result' is not what kwnb writes"}
+                gone: "cannot be reopened or exported", odd: "'result' is not what kwnb writes",
+                odd_format: "format is '2', not a number kwnb writes"}
     for folder, words in expected.items():
         with pytest.raises(UnreadableRun) as caught:
             kwnb.open_run(folder)
         message = str(caught.value)
         assert words in message and "\n" not in message, message
+        if folder is not odd:  # %kw_runs (which reads no 'result' beyond the status) says the same
+            (listed,) = list_runs(folder.parent)
+            assert listed.problem and listed.problem.split(" (")[0] in message, (listed.problem, message)
     with pytest.raises(UnreadableRun, match="no run named 'nothing'"):
         kwnb.open_run("nothing", runs_dir=tmp_path)
 
@@ -126,6 +146,10 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     assert any("history.json" in m for m in past.missing)
     assert past.history() == clean.history()  # read again from the logs and kwnb.report() rows
     assert "exit codes: unknown, unknown" in past.summary() and "not recorded: " in past.summary()
+    assert past.summary().startswith("kwnb run 'clean': unknown, 2 tasks")  # not "after 0.0 s"
+    os.utime(older, (0, 0))  # listed at its run.json's "created", not at the folder's last change
+    (listed,) = list_runs(older.parent)
+    assert listed.status == "unknown" and abs(listed.started - clean.started_at) < 60
     from kwnb.notebook.dashboard import Dashboard
 
     shown = Dashboard(past)
@@ -145,6 +169,34 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     past = kwnb.open_run(deleted)
     assert past.exit_codes == [0, 0] and any("worker-1.log" in m for m in past.missing)
     assert past.snapshot().tasks[1].tail == () and past.logs(0) == clean.logs(0)
+
+
+def test_the_static_account_is_final_small_and_says_what_it_is(runs):
+    """What a published page shows in the dashboard's place: the end of the run in palette PNGs, the
+    summary folded with no blank line (Markdown would end the HTML block there), no session memory
+    line; a run still going says so and where its end is kept."""
+    import dataclasses
+    import io
+
+    from PIL import Image
+
+    from kwnb.notebook.static import compact_png, static_html
+
+    _, clean, _ = runs
+    ended = dataclasses.replace(kwnb.open_run(clean.dir).snapshot(), past=False, notes=("first\n\nsecond",))
+    curves, timeline = ended.curves_path.read_bytes(), ended.timeline_path.read_bytes()
+    page = static_html(ended, curves, timeline)
+    assert "<summary>summary (exit codes 0, 0)</summary>" in page and "first\n&#160;\nsecond" in page
+    assert "\n\n" not in page and "kwnb-overview-memory" not in page and "Still going" not in page
+    shown = [base64.b64decode(chunk.split('"')[0]) for chunk in page.split("base64,")[1:]]
+    assert [Image.open(io.BytesIO(png)).mode for png in shown] == ["P", "P"]
+    assert [len(png) for png in shown] < [len(curves), len(timeline)] and len(shown[0]) < len(curves) // 2
+    going = static_html(dataclasses.replace(ended, done=False, status="running"))
+    assert "Still going when this was drawn" in going and "%kw_wait clean" in going and "%kw_show clean" in going
+    assert "<details" not in going and "kwnb-overview-memory" in going  # while it goes, the session's memory
+    clear = io.BytesIO()
+    Image.new("RGBA", (40, 20), (0, 0, 0, 0)).save(clear, "PNG")
+    assert compact_png(clear.getvalue()) == clear.getvalue() and compact_png(b"not a png") == b"not a png"
 
 
 @pytest.fixture(scope="module")
@@ -170,10 +222,27 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
         assert len(capsys.readouterr().out.splitlines()) == 3
         with pytest.raises(UsageError, match="not a kwnb run folder|no run named"):
             ip.run_line_magic("kw_show", str(tmp_path / "nowhere"))
+        yesterday = Path(shutil.copytree(clean.dir, runs_dir / "yesterday-20200101-000000"))
+        data = json.loads((yesterday / "run.json").read_text())
+        (yesterday / "run.json").write_text(json.dumps({**data, "name": "yesterday"}))
+        with pytest.raises(UsageError, match=r"no run named 'yesterday' .*kwnb.open_run\('yesterday'\) or %kw_show yesterday"):
+            ip.run_line_magic("kw_wait", "yesterday")  # after a kernel restart: not live, but on disk
+        shutil.rmtree(yesterday)
+        older = copy_of(clean, tmp_path)
+        data = json.loads((older / "run.json").read_text())
+        del data["result"]
+        (older / "run.json").write_text(json.dumps(data))
+        capsys.readouterr()
+        ip.run_line_magic("kw_show", str(older))  # shown once: in the dashboard (here its text), not printed again
+        shown = capsys.readouterr().out
+        assert shown.count("not recorded: how the run ended") == 1, shown
     finally:
         shutil.rmtree(broken)
-    from kwnb.notebook.dashboard import Dashboard
+    from kwnb.notebook.dashboard import Dashboard, _dashboards
 
+    monkeypatch.chdir(clean.dir.parent)
+    ip.run_line_magic("kw_show", f"{clean.dir.name}/")  # a run of this kernel, by its folder: its live dashboard
+    assert clean in _dashboards and "still going elsewhere" not in capsys.readouterr().out
     past = kwnb.open_run(clean.dir)
     bundle = Dashboard(past)._bundle()
     assert "application/vnd.jupyter.widget-view+json" in bundle
@@ -182,6 +251,22 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
     assert "kwnb-overview" in bundle["text/html"] and "FINISHED" in bundle["text/html"]
     failed_bundle = Dashboard(kwnb.open_run(failed.dir))._bundle()
     assert "FAILED" in failed_bundle["text/html"] and "&#9888; <b>error</b>" in failed_bundle["text/html"]
+
+
+def test_kw_runs_shows_a_run_of_this_kernel_as_it_goes(ip, tmp_path, monkeypatch, capsys):
+    """Its folder has no result until it ends ('unknown'); the kernel that runs it knows it is running."""
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    going = kwnb.launch(SCRIPTS / "behave.py", n=2, name="going", runs_dir=tmp_path / "runs", cwd=tmp_path,
+                        args="--sleep 30", warm=False)
+    try:
+        assert wait_for(lambda: going.status == "running")
+        ip.run_line_magic("kw_runs", "")
+        (listed,) = capsys.readouterr().out.splitlines()
+        assert listed.startswith("going ") and " running " in listed, listed
+    finally:
+        going.stop()
+    ip.run_line_magic("kw_runs", "")
+    assert " stopped " in capsys.readouterr().out  # ended: as its folder now says
 
 
 def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path, monkeypatch):
@@ -265,6 +350,10 @@ def test_terminal_lists_and_shows_past_runs(runs, tmp_path):
         return subprocess.run([sys.executable, "-m", "kwnb", *args], capture_output=True, text=True, env=env, timeout=60)
 
     listed = kwnb_cli("runs")
+    env["KWNB_RUNS_DIR"] = str(tmp_path / "none")
+    nothing = kwnb_cli("runs")
+    assert nothing.returncode == 0 and nothing.stdout == "" and f"no run folder in {tmp_path / 'none'}" in nothing.stderr
+    env["KWNB_RUNS_DIR"] = str(runs_dir)
     assert listed.returncode == 0 and sorted(line.split()[0] for line in listed.stdout.splitlines()) == ["broken", "clean"]
     shown = kwnb_cli("show", "clean")
     assert shown.returncode == 0 and shown.stdout.strip() == clean.summary()

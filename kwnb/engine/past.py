@@ -18,11 +18,12 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from ..errors import KwnbError
 from ..task.runfolder import (DESCRIPTION, RUN_JSON_FORMAT, RunFolder, default_runs_dir, find_run_dir,
-                              read_description)
+                              launch_order, read_description)
 from ..task.tf_config import TaskId
 from .diagnosis import Diagnosis
 from .metrics import MetricsParser
@@ -48,10 +49,8 @@ class PastRun(RunReading):
         data = _load_json(self.folder.description)
         if not isinstance(data, dict):
             raise UnreadableRun(f"cannot read {self.folder.description}: it is not a JSON object")
-        version = data.get("format", 1)
-        if not isinstance(version, int) or version > RUN_JSON_FORMAT:
-            raise UnreadableRun(f"{self.dir} was written by a newer kwnb (run.json format {version}; this kwnb "
-                                f"reads formats up to {RUN_JSON_FORMAT}): upgrade kwnb to open it")
+        version = _format(data, f"{self.dir} was written by a newer kwnb (run.json format {{}}; this kwnb reads "
+                                f"formats up to {RUN_JSON_FORMAT}): upgrade kwnb to open it")
         try:
             description = read_description(self.dir)
         except KwnbError as error:
@@ -236,8 +235,18 @@ def list_runs(runs_dir: str | os.PathLike | None = None, newest_per_name: bool =
                       key=lambda listing: listing.started, reverse=True)
     if not newest_per_name:
         return listings
-    seen: set[str] = set()
-    return [listing for listing in listings if not (listing.name in seen or seen.add(listing.name))]
+    newest: dict[str, RunListing] = {}  # by the order find_run_dir opens a name in, not by start
+    for listing in listings:
+        kept = newest.get(listing.name)
+        if kept is None or _launch_order(listing) > _launch_order(kept):
+            newest[listing.name] = listing
+    return [listing for listing in listings if newest[listing.name] is listing]
+
+
+def no_runs_line(runs_dir: str | os.PathLike | None = None) -> str:
+    """What `%kw_runs` and `kwnb runs` say when there is nothing to list: where they looked."""
+    base = Path(runs_dir) if runs_dir else default_runs_dir()
+    return f"kwnb: no run folder in {base} (runs are kept in .kwnb/runs of the working directory, or $KWNB_RUNS_DIR)"
 
 
 def listing_line(listing: RunListing) -> str:
@@ -256,10 +265,9 @@ def _listing(folder: Path) -> RunListing:
         data = _load_json(folder / DESCRIPTION)
         if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("tasks"), list):
             raise UnreadableRun(f"{DESCRIPTION} is not what kwnb writes")
-        if data.get("format", 1) > RUN_JSON_FORMAT:
-            raise UnreadableRun(f"written by a newer kwnb (format {data['format']})")
+        _format(data, "written by a newer kwnb (format {})")
         result = data.get("result") or {}
-        started = result.get("started_at") or folder.stat().st_mtime
+        started = result.get("started_at") or _created(data) or folder.stat().st_mtime
         ended = result.get("ended_at")
         return RunListing(folder, data["name"], started, result.get("status", "unknown"), len(data["tasks"]),
                           ended - started if ended and result.get("started_at") else None)
@@ -286,6 +294,31 @@ def _chunks(path: Path):
                 yield decoder.decode(chunk)
     except FileNotFoundError:
         return
+
+
+def _format(data: dict, newer: str) -> int:
+    """run.json's format, checked: `newer` (with {} for the number) says a later kwnb wrote it."""
+    version = data.get("format", 1)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UnreadableRun(f"{DESCRIPTION}'s format is {version!r}, not a number kwnb writes")
+    if version > RUN_JSON_FORMAT:
+        raise UnreadableRun(newer.format(version))
+    return version
+
+
+def _created(data: dict) -> float | None:
+    """When run.json was written (its "created", kept by every format): the start of a run with no result."""
+    try:
+        return datetime.strptime(data["created"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _launch_order(listing: RunListing) -> tuple:
+    try:
+        return launch_order(listing.folder, listing.name)
+    except OSError:  # the folder went away meanwhile
+        return (-1,)
 
 
 def _mtime(folder: Path) -> float:

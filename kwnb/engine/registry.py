@@ -8,7 +8,8 @@ from __future__ import annotations
 import atexit
 import os
 
-from ..errors import UnknownRun
+from ..errors import KwnbError, UnknownRun
+from ..task.runfolder import find_run_dir
 from .run import Run
 
 _RUNS: list[Run] = []
@@ -32,7 +33,16 @@ def get_run(name: str | None = None) -> Run:
         if name is None or run.name == name:
             return run
     known = ", ".join(sorted({r.name for r in _RUNS})) or "none yet"
-    raise UnknownRun(f"no run named {name!r} (runs: {known})" if name else "no run has been started")
+    raise UnknownRun(f"no run named {name!r} (runs: {known}){_on_disk(name)}" if name else "no run has been started")
+
+
+def _on_disk(name: str) -> str:
+    """After a kernel restart the learner's `%kw_wait main` finds nothing live: say where yesterday's run is."""
+    try:
+        find_run_dir(name)
+    except (KwnbError, OSError):
+        return ""
+    return f"; a past run of that name is reopened from its folder with kwnb.open_run({name!r}) or %kw_show {name}"
 
 
 def runs() -> list[Run]:

@@ -73,6 +73,11 @@ class TaskView:
     def label(self) -> str:
         return task_label(self.id, self.is_chief)
 
+    def __repr__(self) -> str:
+        """One line, as a live Task's: the generated one printed every log line and metric row."""
+        code = "" if self.returncode is None else f" exit {self.returncode}"
+        return f"<TaskView {self.task_type} {self.index} pid={self.pid} {self.status}{code}>"
+
 
 @dataclass(frozen=True)
 class RunSnapshot:

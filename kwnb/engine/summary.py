@@ -22,7 +22,9 @@ def format_summary(run: "RunSnapshot") -> str:
     run = _snapshot(run)
     codes = run.exit_codes
     tasks = len(run.workers)
-    head = f"kwnb run {run.name!r}: {run.status} after {run.elapsed:.1f} s, {tasks} task{'s' * (tasks != 1)}"
+    # A past run whose folder never got its result (an older kwnb, a kernel gone first) has no duration.
+    after = "" if run.past and run.started_at is None else f" after {run.elapsed:.1f} s"
+    head = f"kwnb run {run.name!r}: {run.status}{after}, {tasks} task{'s' * (tasks != 1)}"
     if run.restarts:  # the failure policy's, of the whole cluster
         head += f", {run.restarts} restart{'s' * (run.restarts != 1)}"
     if run.user_restarts:  # tasks the user restarted (%kw_restart)

@@ -89,6 +89,9 @@ class Dashboard:
     def __init__(self, source, parent=None):
         self.run = source
         self.display_id = f"kwnb-{uuid.uuid4().hex}"  # one output, updated in place when the run ends
+        # Ended (its pictures saved) before this snapshot, as a past run always is: drawn final below,
+        # with no end to send again (a second bundle to the page, printed twice in a terminal).
+        ended_before = source.done
         self._snapshot = snapshot = source.snapshot()
         tasks = snapshot.tasks
         self.title = widgets.HTML()
@@ -124,7 +127,7 @@ class Dashboard:
         self._drawing = threading.RLock()  # the follower thread and the run's end draw one at a time
         self._log_keys = [None] * len(tasks)
         self.tabs.observe(lambda change: self._refresh_tab(change["new"]), names="selected_index")
-        self._final_sent = False
+        self._final_sent = ended_before
         self._shown = False
         self._parents: list[dict] = [parent] if parent else []  # the cells that showed it (see _update_display)
         self.refresh(force_curves=True, snapshot=snapshot)

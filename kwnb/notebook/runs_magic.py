@@ -2,6 +2,9 @@
 kernel restart as well (engine/past.py reads the folders)."""
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -18,13 +21,17 @@ class PastRunMagics(Magics):
     def kw_runs(self, line):
         """The runs on disk (.kwnb/runs, or $KWNB_RUNS_DIR), newest first: name, when, status, tasks,
         duration. Without --all, the newest folder of each name (what %kw_show NAME opens)."""
-        from ..engine.past import list_runs, listing_line
+        from ..engine.past import list_runs, listing_line, no_runs_line
 
         args = parse_argstring(self.kw_runs, line)
         listings = list_runs(newest_per_name=not args.all)
         if not listings:
-            print("kwnb: no run folder yet (runs are kept in .kwnb/runs of the working directory)")
+            print(no_runs_line())
+        live = {Path(run.dir).resolve(): run for run in api.runs()}
         for listing in listings:
+            run = None if listing.problem else live.get(listing.folder.resolve())
+            if run is not None and not run.done:  # its folder has no result yet: this kernel knows better
+                listing = dataclasses.replace(listing, status=run.status, duration=run.elapsed)
             print(listing_line(listing))
 
     @line_magic
@@ -36,7 +43,7 @@ class PastRunMagics(Magics):
         from .dashboard import dashboard_for
 
         ref = parse_argstring(self.kw_show, line).run
-        live = [run for run in api.runs() if run.name == ref or str(run.dir) == ref]
+        live = [run for run in api.runs() if run.name == ref or _same_folder(run.dir, ref)]
         if live:
             dashboard_for(live[-1]).show()
             return
@@ -44,6 +51,15 @@ class PastRunMagics(Magics):
             past = open_run(ref)
         except KwnbError as error:
             raise UsageError(str(error)) from None
-        dashboard_for(past).show()
-        for what in past.missing:
-            print(f"kwnb: not recorded: {what}")
+        dashboard_for(past).show()  # what the folder lacks is on its banner and in its summary: not printed again
+
+
+def _same_folder(folder, ref: str) -> bool:
+    """A run of this kernel given by its folder, however written (relative, with a slash, its run.json):
+    shown live, not read back as a run that 'is still going elsewhere'."""
+    path = Path(ref).expanduser()
+    path = path.parent if path.name == "run.json" else path
+    try:
+        return path.resolve() == Path(folder).resolve()
+    except OSError:
+        return False

@@ -209,8 +209,8 @@ def find_run_dir(ref: str | os.PathLike, runs_dir: str | os.PathLike | None = No
         return path.parent
     if path.is_dir():
         if not (path / DESCRIPTION).is_file():
-            raise OptionError(f"{path} is not a kwnb run folder: it has no {DESCRIPTION} "
-                              f"(folders from before kwnb wrote {DESCRIPTION} cannot be exported)")
+            raise OptionError(f"{path} is not a kwnb run folder: it has no {DESCRIPTION} (folders from before "
+                              f"kwnb wrote {DESCRIPTION} cannot be reopened or exported: their logs are all there is)")
         return path
     name = str(ref)
     base = Path(runs_dir) if runs_dir else default_runs_dir()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -119,6 +120,16 @@ def export_command(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `kwnb runs | head` closed the pipe: end quietly, as other commands do
+        # Python's recipe (docs of `signal`, "Note on SIGPIPE"): point stdout at devnull so that its flush
+        # at exit raises nothing more; a run still going is stopped by kwnb's exit handlers.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command ended by a closed pipe
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return export_command(args)

@@ -360,3 +360,8 @@ def test_terminal_lists_and_shows_past_runs(runs, tmp_path):
     broken = kwnb_cli("show", str(truncated))
     assert broken.returncode == 2 and broken.stdout == ""
     assert broken.stderr.count("\n") == 1 and "cut short or not JSON" in broken.stderr, broken.stderr
+    # A reader that stops reading (`kwnb show clean | head -1`): no BrokenPipe traceback, the shell's 141.
+    closed = subprocess.Popen([sys.executable, "-m", "kwnb", "show", "clean"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+    closed.stdout.close()
+    assert closed.wait(60) == 141 and closed.stderr.read() == b""

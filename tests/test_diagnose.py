@@ -56,6 +56,16 @@ def test_an_exception_names_the_task_that_raised_and_its_line(tmp_path):
     assert run.summary().splitlines()[0].endswith(f"({run.reason})")
 
 
+def test_tasks_that_fail_at_once_give_the_error_as_the_reason(tmp_path):
+    """Every task raises as it starts (a typo a learner makes): they all exit within one poll, before the
+    throttled diagnosis pass would run, and the reason said only 'worker 0 failed with exit code 1'."""
+    (tmp_path / "typo.py").write_text("print('hi')\nundefined_name + 1\n")
+    run = kwnb.launch(tmp_path / "typo.py", n=2, runs_dir=tmp_path / "runs", cwd=tmp_path)
+    assert run.wait(60) == [1, 1]
+    assert run.reason.startswith("worker 0 failed with NameError: name 'undefined_name' is not defined"), run.reason
+    assert "typo.py line 2" in run.reason
+
+
 def test_a_kill_from_outside_is_killed_with_its_peak_memory(tmp_path):
     # on_failure="keep": the chief is left to find out by itself (about a second with TF 2.21, longer on a
     # loaded machine) instead of being stopped after the 5 s grace, which could come first here.

@@ -42,10 +42,15 @@ class Supervisor:
             self._done.set()
 
     def _watch(self) -> None:
+        ended_before = 0
         while True:
             with self._control:
                 self._refresh()
-                self._diagnose()
+                # A task that just exited is diagnosed at once, not at the next DIAGNOSE_SECONDS: the policy's
+                # reason names the diagnosis (a NameError) only if it was found before the policy decides.
+                ended = sum(task.returncode is not None for task in self.workers)
+                self._diagnose(now_please=ended != ended_before)
+                ended_before = ended
                 self._carry_out(policy.decide(self._policy_view()))
                 if all(task.returncode is not None for task in self.workers):
                     return

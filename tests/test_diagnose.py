@@ -64,6 +64,10 @@ def test_tasks_that_fail_at_once_give_the_error_as_the_reason(tmp_path):
     assert run.wait(60) == [1, 1]
     assert run.reason.startswith("worker 0 failed with NameError: name 'undefined_name' is not defined"), run.reason
     assert "typo.py line 2" in run.reason
+    # The traceback as `python typo.py` prints it: from the script's frame, none of kwnb's own.
+    log = run.workers[0].log_path.read_text()
+    assert 'Traceback (most recent call last):\n  File "' + str(tmp_path / "typo.py") + '", line 2' in log, log
+    assert "kwnb/task" not in log
 
 
 def test_a_kill_from_outside_is_killed_with_its_peak_memory(tmp_path):

@@ -63,6 +63,7 @@ def run(script: str) -> None:
 
         slurm.enter()  # before anything prints: from here on, output goes to the task's log
     _instrument()
+    sys.excepthook = _traceback_from_the_script
     with open(script, "rb") as handle:
         code = compile(handle.read(), script, "exec")
     module = types.ModuleType("__main__")
@@ -80,6 +81,19 @@ def run(script: str) -> None:
         raise
     finally:
         slurm.record_exit(exit_code)
+
+
+def _traceback_from_the_script(kind, value, tb) -> None:
+    """An uncaught exception's traceback as `python script.py` prints it, from the script's first frame:
+    kwnb's own frames (this module's `exec`, the warm interpreter's) said nothing to the learner and took
+    a line of the few a summary shows. A script may set its own hook; then that one prints."""
+    ours = os.path.dirname(os.path.abspath(__file__))
+    first = tb
+    while first is not None and os.path.dirname(os.path.abspath(first.tb_frame.f_code.co_filename)) == ours:
+        first = first.tb_next
+    first = first or tb  # an error in kwnb's own code keeps its whole traceback
+    # The exception's own __traceback__ is what Python prints (the hook's argument alone is not enough).
+    sys.__excepthook__(kind, value.with_traceback(first) if value is not None else value, first)
 
 
 def _instrument() -> None:

@@ -215,7 +215,7 @@ def replay(tmp_path, *tasks):
     made = []
     for position, (name, code, ended) in enumerate(tasks):
         task = Task(position, TaskId("worker", position), tmp_path / f"{position}.log", tmp_path / f"{position}.jsonl",
-                    10, user_files=("loop.py", "train.py"))
+                    10, user_files=("loop.py", "train.py", "data_fit.py"))
         text = (DATA / name).read_bytes().decode()
         task.metrics.feed(text)
         task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=ended - 0.5 if code else 5.0)
@@ -232,6 +232,16 @@ def test_the_rules_on_captured_logs(tmp_path):
     (uneven,) = training.uneven_steps([chief, early], [], 30.0)
     assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
     assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
+    assert "(loop.py line " in uneven.message and "in a custom loop, the same number of iterations" in uneven.message
+    # Both fits ended (2/2 epochs, 5/5 steps), then the chief alone called model.save: not steps, a code path after
+    # training; told on the task that left, pointing at the line where the chief waited.
+    chief, early = replay(tmp_path, ("chief-only-save-worker-0.log", 1, 22.0), ("chief-only-save-worker-1.log", 0, 11.4))
+    (after,) = training.uneven_steps([chief, early], [], 30.0)
+    assert after.task == 1 and after.message.startswith("worker 1 finished training and exited normally at epoch 2/2, "
+                                                        "step 5/5; worker 0 had finished training too, then ran one "
+                                                        "more collective (data_fit.py line 29, in <module>)"), after.message
+    assert "different code paths after training" in after.message and "every task calls model.save" in after.message
+    assert "still training" not in after.message and "repeat()" not in after.message
     # The shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
     # peer's exit 0 (the words of peer-stopped's survivor, with worker 1 as having exited normally first).
     chief, early = replay(tmp_path, ("peer-stopped-worker-0.log", 1, 20.0), ("clean-worker-1.log", 0, 1.0))
@@ -263,8 +273,15 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
                      '  File "/job/main.py", line 30 in <module>\n'
                      '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
     run = SimpleNamespace(workers=[chief, early], user_files=("/job/main.py",), stall_after=60.0, name="main")
+    # Both logs show every step of their fit (2/2 epochs, 5/5 steps): the chief waits in a collective after it
     diagnosis = stalled(run, 100.0, {0: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 1), diagnosis.message
+    assert diagnosis.message.startswith("worker 1 finished training and exited normally; the others had finished "
+                                        "training too and wait for it in one more collective (worker 0 in main.py line "
+                                        "30, in <module>)"), diagnosis.message
+    assert "different code paths after training" in diagnosis.message
+    chief.metrics.total_epochs = 4  # had the chief planned more epochs, it would still be training: the step count
+    diagnosis = stalled(run, 100.0, {0: in_collective})
     assert diagnosis.message.startswith("worker 1 finished its training loop and exited normally while the others "
                                         "still wait for it in a collective (worker 0 in main.py line 30, in <module>)")
     early.returncode = None  # both alive, both in TensorFlow: a stall with no culprit, for the run as a whole

@@ -293,8 +293,14 @@ def stalled(run: "Run", now: float, dumps: dict[int, str]) -> Diagnosis:
                          f"{silent} {stacks}", evidence=evidence)
     finished = [t for t in run.workers if t.returncode == 0]
     if dumps and not blocked and finished:
-        return Diagnosis("uneven_steps", finished[0].position,
-                         f"{finished[0].id} finished its training loop and exited normally while the others still wait "
+        early, waiting = finished[0], [run.workers[p] for p in dumps]
+        if training.trained_all(early) and all(map(training.trained_all, waiting)):  # both done: an extra collective
+            return Diagnosis("uneven_steps", early.position,
+                             f"{early.id} finished training and exited normally; the others had finished training "
+                             f"too and wait for it in one more collective ({where}); {silent}: the tasks took "
+                             f"different code paths after training. {training.SAME_AFTER}", evidence=evidence)
+        return Diagnosis("uneven_steps", early.position,
+                         f"{early.id} finished its training loop and exited normally while the others still wait "
                          f"for it in a collective ({where}); {silent}: {training.SAME_STEPS}", evidence=evidence)
     return Diagnosis("stalled", None, f"{silent}: {where} {stacks}", evidence=evidence)
 

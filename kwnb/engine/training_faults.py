@@ -21,8 +21,13 @@ if TYPE_CHECKING:
 
 # Collective failures a task raises because a peer is gone or differs: consequences, not causes.
 CONSEQUENCES = ("UnavailableError", "CancelledError", "AbortedError", "DeadlineExceededError")
-SAME_STEPS = ("every task must run the same number of steps: repeat() the dataset and set steps_per_epoch, "
-              "or use drop_remainder=True with equal shards")
+SAME_STEPS = ("every task must run the same number of steps: in model.fit, repeat() the dataset and give every task "
+              "the same steps_per_epoch, or use drop_remainder=True with equal shards; in a custom loop, the same "
+              "number of iterations")
+# When every task had run all the steps its fit planned, the extra collective came after training.
+SAME_AFTER = ("After training too, every task must run the same collectives: code under `if task_index == 0` (or "
+              "any one task) must not call evaluate, save, a checkpoint or strategy.reduce unless every task does "
+              "(under MultiWorkerMirroredStrategy every task calls model.save, the others to a temporary directory)")
 # A main thread whose innermost frame is in these packages waits in TensorFlow (a collective, a step).
 _FRAMEWORK = ("/tensorflow/", "/tf_keras/", "/keras/", "/tensorflow_core/")
 TRACEBACK_WAIT_SECONDS = 5.0  # after a collective mismatch, for every task's traceback (which path it took)
@@ -62,13 +67,29 @@ def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
             continue
         failed = _failed_in_collective_after(peer, early)
         if failed:
-            peer_place = f" (it had reached {where(peer)})" if where(peer) else ""
-            return Diagnosis(
-                "uneven_steps", early.position,
-                f"{early.id} finished its training loop and exited normally{_at(early)} while {peer.id} was still "
-                f"training{peer_place}; {peer.id} then failed waiting for it in a collective (TensorFlow calls "
-                f"it a crash; it was not): {SAME_STEPS}", evidence=failed)
+            traceback = peer.signals.traceback
+            frame = traceback[1].user_frame if traceback else None
+            line = f" ({frame})" if frame else ""  # the line where it waited: the learner's code, not TensorFlow's
+            crash = "(TensorFlow calls it a crash; it was not)"
+            if trained_all(early) and trained_all(peer):
+                message = (f"{early.id} finished training and exited normally{_at(early)}; {peer.id} had finished "
+                           f"training too, then ran one more collective{line} and failed waiting for {early.id} in it "
+                           f"{crash}: the tasks took different code paths after training. {SAME_AFTER}")
+            else:
+                peer_place = f" (it had reached {where(peer)})" if where(peer) else ""
+                message = (f"{early.id} finished its training loop and exited normally{_at(early)} while {peer.id} "
+                           f"was still training{peer_place}; {peer.id} then failed waiting for it in a collective"
+                           f"{line} {crash}: {SAME_STEPS}")
+            return Diagnosis("uneven_steps", early.position, message, evidence=failed)
     return None
+
+
+def trained_all(task: "Task") -> bool:
+    """The task's output showed the last step of its fit's last epoch (a Keras bar with counts; a custom loop's
+    own lines do not tell)."""
+    metrics = task.metrics
+    return bool(metrics.total_epochs and metrics.steps_per_epoch and metrics.epoch == metrics.total_epochs - 1
+                and metrics.step == metrics.steps_per_epoch)
 
 
 def _failed_in_collective_after(peer: "Task", early: "Task") -> list[str] | None:
@@ -137,10 +158,10 @@ def input_exhausted(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis 
         bar = f", the last step drawn {event.step}/{event.steps}" if event.step else ""
         epoch = f" in epoch {task.metrics.epoch + 1}" if task.metrics.epoch is not None else ""
         batches = _BATCHES.search(event.lines[0])
-        need = f" ({batches.group(1)} batches here)" if batches else ""
+        need = f" (fit asked for {batches.group(1)} batches here)" if batches else ""
         what = (f"{task.id}{also} ran out of input data{epoch}{bar}: model.fit stopped early (Keras: \"Your input "
                 f"ran out of data\") and the task went on as if training had ended. Give it enough: .repeat() the "
-                f"dataset and set steps_per_epoch, or keep steps_per_epoch x epochs within the data{need}")
+                f"dataset and set steps_per_epoch, or make steps_per_epoch x epochs no more than the data gives{need}")
     else:
         traceback = task.signals.traceback
         line = f", {traceback[1].where}" if traceback and traceback[1].where else ""

@@ -189,6 +189,7 @@ parser.add_argument("--steps", type=int, default=5)
 parser.add_argument("--examples", type=int, default=0, help="no repeat(): this many examples in all")
 parser.add_argument("--lr", type=float, default=0.001)
 parser.add_argument("--scale", type=float, default=1.0, help="inputs this large (unscaled data)")
+parser.add_argument("--chief-save", default="", help="after fit, the chief alone calls model.save(this path)")
 args = parser.parse_args()
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -201,6 +202,8 @@ with strategy.scope():
     model.compile(tf.keras.optimizers.SGD(args.lr), tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
 model.fit(ds, epochs=args.epochs, steps_per_epoch=args.steps, verbose=1)
+if args.chief_save and index == 0:  # a learner's "only the chief saves": a collective the other task never runs
+    model.save(args.chief_save)
 print(f"worker {index}: done", flush=True)
 '''
 
@@ -517,6 +520,7 @@ SCENARIOS = {
     "input-exhausted-loop": loop_scenario(["--steps", "20,20", "--examples", "160"], ["End of sequence"]),
     "input-exhausted-fit": data_fit(["--examples", "128"], ["Your input ran out of data"]),
     "nan-loss": data_fit(["--lr", "1e30", "--scale", "1000", "--epochs", "3"], ["loss: nan"]),
+    "chief-only-save": data_fit(["--chief-save", "/tmp/kwnb-tf-capture/saved"], ["unhealthy", "UnavailableError"]),
     "out-of-memory": out_of_memory,
 }
 

@@ -258,6 +258,12 @@ def test_the_rules_on_captured_logs(tmp_path):
     chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
     nan = training.nan_loss([chief, other], [])
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN at epoch 1, step "), nan.message
+    # A custom loop that prints the loss tensor itself: no curve kwnb reads, the line is quoted instead
+    chief, other = replay(tmp_path, ("nan-loss-loop-worker-0.log", 0, 11.3), ("nan-loss-loop-worker-1.log", 0, 11.3))
+    nan = training.nan_loss([chief, other], [])
+    assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN or infinite (the first line that says "
+                                                    'so: "step 1 loss tf.Tensor(nan, shape=(), dtype=float32)"): '
+                                                    "training has diverged"), nan.message
 
 
 def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):

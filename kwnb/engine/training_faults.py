@@ -173,21 +173,28 @@ def input_exhausted(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis 
 
 # ----- nan_loss --------------------------------------------------------------------------------------
 def nan_loss(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None:
-    seen = [(0.0 if t.is_chief else 1.0, t) for t in tasks if t.metrics.nonfinite is not None]
+    seen = [(0.0 if t.is_chief else 1.0, t) for t in tasks
+            if t.metrics.nonfinite is not None or t.signals.nonfinite is not None]
     task = _first("nan_loss", seen, current)  # the chief's curves first: every replica shows the same loss
     if task is None:
         return None
+    causes = ("training has diverged. Usual causes: a learning rate too high, unscaled inputs (divide pixels by 255), "
+              "a log of zero in a hand-written loss (clip it, or use from_logits=True)")
     row = task.metrics.nonfinite
+    if row is None:  # a line of the learner's own loop, in a form kwnb reads no curve from: quote it
+        event = task.signals.nonfinite[1]
+        line = event.lines[0].strip()
+        quoted = line if len(line) <= 100 else line[:97] + "..."
+        return Diagnosis("nan_loss", task.position, f"{task.id}'s {event.name} became NaN or infinite (the first line "
+                         f"that says so: \"{quoted}\"): {causes}", evidence=list(event.lines))
     bad = [k for k, v in row.items() if k not in ("epoch", "step") and not math.isfinite(v)]
     name = "loss" if "loss" in bad else bad[0]
     value = "NaN" if math.isnan(row[name]) else "infinite"
     at = f"epoch {row['epoch'] + 1}" if row.get("epoch") is not None else ""
     at += (", " if at else "") + f"step {row['step']}" if row.get("step") is not None else ""
     return Diagnosis("nan_loss", task.position,
-                     f"{task.id}'s {name} became {value}" + (f" at {at}" if at else "") + " (the first kwnb read): "
-                     "training has diverged. Usual causes: a learning rate too high, unscaled inputs (divide "
-                     "pixels by 255), a log of zero in a hand-written loss (clip it, or use from_logits=True)",
-                     evidence=[", ".join(f"{k}: {v}" for k, v in row.items())])
+                     f"{task.id}'s {name} became {value}" + (f" at {at}" if at else "") + f" (the first kwnb read): "
+                     f"{causes}", evidence=[", ".join(f"{k}: {v}" for k, v in row.items())])
 
 
 # ----- the stall's culprit ---------------------------------------------------------------------------

@@ -239,8 +239,14 @@ model.fit(ds, epochs=2, steps_per_epoch=40, verbose=2, callbacks=[Hog()])
 print(f"worker {index}: done", flush=True)
 '''
 
+# The same loop diverging (unscaled inputs, a huge learning rate), printed as learners do: the loss tensor itself
+# ("step 3 loss tf.Tensor(nan, shape=(), dtype=float32)"), no step count. Line for line as loop.py.
+NAN_LOOP = LOOP.replace('x = np.random.rand(256, 8).astype("float32")', 'x = (np.random.rand(256, 8) * 1000).astype("float32")') \
+    .replace("y = (x.sum(1) > 4).astype", "y = (x.sum(1) > 4000).astype").replace("SGD(0.1)", "SGD(1e30)") \
+    .replace('print(f"worker {index}: step {step + 1}/{steps}, loss: {float(loss):.4f}", flush=True)',
+             'print("step", step, "loss", loss, flush=True)')
 SCRIPTS = {"train.py": TRAIN, "keras3.py": KERAS3, "own_tf_config.py": OWN_TF_CONFIG, "loop.py": LOOP,
-           "data_fit.py": DATA_FIT, "hog.py": HOG}
+           "data_fit.py": DATA_FIT, "hog.py": HOG, "nan_loop.py": NAN_LOOP}
 OOM_GROUP = Path("/sys/fs/cgroup/memory/kwnb-capture-oom")  # cgroup v1, as root; 2 is v2's memory.max
 OOM_LIMIT = 600 * 2**20
 POLL = 0.01  # seconds between log reads: enough to time the ~30 ms UnavailableError of the issue
@@ -457,9 +463,9 @@ def port_taken(c: Cluster) -> dict:
             **c.exit_report(c.t0)}
 
 
-def loop_scenario(args: list, marks=()) -> callable:
+def loop_scenario(args: list, marks=(), script="loop.py") -> callable:
     def scenario(c: Cluster) -> dict:
-        c.start(0, "loop.py", args), c.start(1, "loop.py", args)
+        c.start(0, script, args), c.start(1, script, args)
         seen = [(i, m) for i in range(2) for m in marks]
         ok = c.wait(all_exited, 120, seen)
         t1 = min(t for _, t in c.exits.values()) if c.exits else c.t0
@@ -520,6 +526,7 @@ SCENARIOS = {
     "input-exhausted-loop": loop_scenario(["--steps", "20,20", "--examples", "160"], ["End of sequence"]),
     "input-exhausted-fit": data_fit(["--examples", "128"], ["Your input ran out of data"]),
     "nan-loss": data_fit(["--lr", "1e30", "--scale", "1000", "--epochs", "3"], ["loss: nan"]),
+    "nan-loss-loop": loop_scenario(["--steps", "20,20"], ["nan"], script="nan_loop.py"),
     "chief-only-save": data_fit(["--chief-save", "/tmp/kwnb-tf-capture/saved"], ["unhealthy", "UnavailableError"]),
     "out-of-memory": out_of_memory,
 }

@@ -238,8 +238,9 @@ def test_the_rules_on_captured_logs(tmp_path):
     chief, early = replay(tmp_path, ("chief-only-save-worker-0.log", 1, 22.0), ("chief-only-save-worker-1.log", 0, 11.4))
     (after,) = training.uneven_steps([chief, early], [], 30.0)
     assert after.task == 1 and after.message.startswith("worker 1 finished training and exited normally at epoch 2/2, "
-                                                        "step 5/5; worker 0 had finished training too, then ran one "
-                                                        "more collective (data_fit.py line 29, in <module>)"), after.message
+                                                        "step 5/5; worker 0 had finished training too, then ran a "
+                                                        "collective worker 1 never ran (data_fit.py line 29, in "
+                                                        "<module>) and failed waiting for it"), after.message
     assert "different code paths after training" in after.message and "every task calls model.save" in after.message
     assert "still training" not in after.message and "repeat()" not in after.message
     # The shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
@@ -283,8 +284,8 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     diagnosis = stalled(run, 100.0, {0: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 1), diagnosis.message
     assert diagnosis.message.startswith("worker 1 finished training and exited normally; the others had finished "
-                                        "training too and wait for it in one more collective (worker 0 in main.py line "
-                                        "30, in <module>)"), diagnosis.message
+                                        "training too and wait for it in a collective it never ran (worker 0 in main.py "
+                                        "line 30, in <module>)"), diagnosis.message
     assert "different code paths after training" in diagnosis.message
     chief.metrics.total_epochs = 4  # had the chief planned more epochs, it would still be training: the step count
     diagnosis = stalled(run, 100.0, {0: in_collective})

@@ -297,7 +297,7 @@ def stalled(run: "Run", now: float, dumps: dict[int, str]) -> Diagnosis:
         if training.trained_all(early) and all(map(training.trained_all, waiting)):  # both done: an extra collective
             return Diagnosis("uneven_steps", early.position,
                              f"{early.id} finished training and exited normally; the others had finished training "
-                             f"too and wait for it in one more collective ({where}); {silent}: the tasks took "
+                             f"too and wait for it in a collective it never ran ({where}); {silent}: the tasks took "
                              f"different code paths after training. {training.SAME_AFTER}", evidence=evidence)
         return Diagnosis("uneven_steps", early.position,
                          f"{early.id} finished its training loop and exited normally while the others still wait "

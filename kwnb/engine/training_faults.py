@@ -73,7 +73,7 @@ def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
             crash = "(TensorFlow calls it a crash; it was not)"
             if trained_all(early) and trained_all(peer):
                 message = (f"{early.id} finished training and exited normally{_at(early)}; {peer.id} had finished "
-                           f"training too, then ran one more collective{line} and failed waiting for {early.id} in it "
+                           f"training too, then ran a collective {early.id} never ran{line} and failed waiting for it "
                            f"{crash}: the tasks took different code paths after training. {SAME_AFTER}")
             else:
                 peer_place = f" (it had reached {where(peer)})" if where(peer) else ""

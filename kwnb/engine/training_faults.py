@@ -140,7 +140,13 @@ def _mismatch(tasks: list["Task"], current: list[Diagnosis], now: float) -> Diag
                    if t.metrics.steps_per_epoch]
         fewest = min(planned)[2] if planned else tasks[0]
         named = tasks[told] if told is not None else fewest
-        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
+        per_epoch = [t.metrics.steps_per_epoch for t in tasks]
+        if all(per_epoch) and len(set(per_epoch)) > 1:  # what differs, and stays so (the last step drawn lags)
+            counts = ", ".join(f"{n} on {t.id}" if i else f"{n} steps on {t.id}" for i, (n, t) in
+                               enumerate(zip(per_epoch, tasks)))
+            places = f"an epoch is {counts}, as their progress bars say"
+        else:
+            places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
         message = f"the tasks ran different numbers of steps ({places}): {said}; {SAME_STEPS}"
     return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines))
 

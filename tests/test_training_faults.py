@@ -233,7 +233,7 @@ def test_the_rules_on_captured_logs(tmp_path):
     (uneven,) = training.uneven_steps([chief, early], [], 30.0)
     assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
     assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
-    assert "(loop.py line " in uneven.message and "in a custom loop, the same number of iterations" in uneven.message
+    assert "in a collective at loop.py line " in uneven.message and "in a custom loop, the same number of iterations" in uneven.message
     # Both fits ended (2/2 epochs, 5/5 steps), then the chief alone called model.save: not steps, a code path after
     # training; told on the task that left, pointing at the line where the chief waited.
     chief, early = replay(tmp_path, ("chief-only-save-worker-0.log", 1, 22.0), ("chief-only-save-worker-1.log", 0, 11.4))

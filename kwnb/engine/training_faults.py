@@ -69,7 +69,8 @@ def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
         if failed:
             traceback = peer.signals.traceback
             frame = traceback[1].user_frame if traceback else None
-            line = f" ({frame})" if frame else ""  # the line where it waited: the learner's code, not TensorFlow's
+            # the line where it waited: the learner's code, not TensorFlow's
+            line, at_line = (f" ({frame})", f" at {frame}") if frame else ("", "")
             crash = "(TensorFlow calls it a crash; it was not)"
             if trained_all(early) and trained_all(peer):
                 message = (f"{early.id} finished training and exited normally{_at(early)}; {peer.id} had finished "
@@ -79,7 +80,7 @@ def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
                 peer_place = f" (it had reached {where(peer)})" if where(peer) else ""
                 message = (f"{early.id} finished its training loop and exited normally{_at(early)} while {peer.id} "
                            f"was still training{peer_place}; {peer.id} then failed waiting for it in a collective"
-                           f"{line} {crash}: {SAME_STEPS}")
+                           f"{at_line} {crash}: {SAME_STEPS}")
             return Diagnosis("uneven_steps", early.position, message, evidence=failed)
     return None
 

@@ -216,7 +216,7 @@ def replay(tmp_path, *tasks):
     made = []
     for position, (name, code, ended) in enumerate(tasks):
         task = Task(position, TaskId("worker", position), tmp_path / f"{position}.log", tmp_path / f"{position}.jsonl",
-                    10, user_files=("loop.py", "train.py", "data_fit.py"))
+                    10, user_files=("loop.py", "train.py", "data_fit.py", "chief_checkpoint_fit.py"))
         text = (DATA / name).read_bytes().decode()
         task.metrics.feed(text)
         task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=ended - 0.5 if code else 5.0)
@@ -256,6 +256,16 @@ def test_the_rules_on_captured_logs(tmp_path):
     (paths,) = training.uneven_steps([chief, other], [], 30.0)
     assert paths.task == 0 and "loop.py line" in paths.message and "in chief_only_summary" in paths.message
     assert training.input_exhausted([chief, other], []) is None and training.nan_loss([chief, other], []) is None
+    # Both failed in fit, at the same line, having planned the same steps: not a step count but a collective inside
+    # fit that the chief alone ran (its ModelCheckpoint, at its first epoch's end)
+    chief, other = replay(tmp_path, ("chief-only-checkpoint-worker-0.log", 1, 8.0),
+                          ("chief-only-checkpoint-worker-1.log", 1, 6.5))
+    (callback,) = training.uneven_steps([chief, other], [], 30.0)
+    assert callback.task == 0 and callback.message.startswith("the tasks planned the same steps (an epoch is 5 steps on "
+                                                              "every task) but ran different collectives inside "
+                                                              "model.fit (worker 0 at epoch 1/3, step 5/5; worker 1 at "
+                                                              "epoch 2/3"), callback.message
+    assert "ModelCheckpoint" in callback.message and "different numbers of steps" not in callback.message
     # NaN in the progress bars: the chief's first, at the first step kwnb read it.
     chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
     nan = training.nan_loss([chief, other], [])

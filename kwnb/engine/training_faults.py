@@ -136,20 +136,36 @@ def _mismatch(tasks: list["Task"], current: list[Diagnosis], now: float) -> Diag
                    f"collectives in the same order: code under `if task_index == 0` must not call fit, evaluate, "
                    f"save or strategy.reduce unless every task does")
     else:
-        # The task that planned the fewest steps, where the output told (a verbose=2 bar shows them at an epoch's end)
-        planned = [(t.metrics.steps_per_epoch * (t.metrics.total_epochs or 1), t.position, t) for t in tasks
-                   if t.metrics.steps_per_epoch]
-        fewest = min(planned)[2] if planned else tasks[0]
-        named = tasks[told] if told is not None else fewest
-        per_epoch = [t.metrics.steps_per_epoch for t in tasks]
-        if all(per_epoch) and len(set(per_epoch)) > 1:  # what differs, and stays so (the last step drawn lags)
-            counts = ", ".join(f"{n} on {t.id}" if i else f"{n} steps on {t.id}" for i, (n, t) in
-                               enumerate(zip(per_epoch, tasks)))
-            places = f"an epoch is {counts}, as their progress bars say"
-        else:
-            places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
-        message = f"the tasks ran different numbers of steps ({places}): {said}; {SAME_STEPS}"
+        named, message = _same_line(tasks, told, said)
     return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines))
+
+
+def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task", str]:
+    """Both tasks failed in the same call (fit): different step counts, or, where every task planned the same
+    steps, a collective inside fit that only some ran (a callback given to the chief alone)."""
+    plans = [(t.metrics.steps_per_epoch, t.metrics.total_epochs) for t in tasks]
+    if all(all(plan) for plan in plans) and len(set(plans)) == 1:
+        chief = next((t for t in tasks if t.is_chief), tasks[0])  # callbacks given to the chief alone: the usual
+        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t))
+        return tasks[told] if told is not None else chief, (
+            f"the tasks planned the same steps (an epoch is {plans[0][0]} steps on every task) but ran different "
+            f"collectives inside model.fit ({places}): {said}. A callback that only some tasks have calls the "
+            f"strategy (ModelCheckpoint, BackupAndRestore, or one that saves or evaluates): give every task the "
+            f"same callbacks (under MultiWorkerMirroredStrategy every task saves, the others to a temporary "
+            f"directory)")
+    # The task that planned the fewest steps, where the output told (a verbose=2 bar shows them at an epoch's end)
+    planned = [(t.metrics.steps_per_epoch * (t.metrics.total_epochs or 1), t.position, t) for t in tasks
+               if t.metrics.steps_per_epoch]
+    fewest = min(planned)[2] if planned else tasks[0]
+    per_epoch = [t.metrics.steps_per_epoch for t in tasks]
+    if all(per_epoch) and len(set(per_epoch)) > 1:  # what differs, and stays so (the last step drawn lags)
+        counts = ", ".join(f"{n} on {t.id}" if i else f"{n} steps on {t.id}" for i, (n, t) in
+                           enumerate(zip(per_epoch, tasks)))
+        places = f"an epoch is {counts}, as their progress bars say"
+    else:
+        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
+    return tasks[told] if told is not None else fewest, \
+        f"the tasks ran different numbers of steps ({places}): {said}; {SAME_STEPS}"
 
 
 # ----- input_exhausted -------------------------------------------------------------------------------

@@ -215,6 +215,7 @@ class InputExhausted(Event):
 class NonFiniteLoss(Event):
     """A line that prints a loss as NaN or infinite, in whatever form a custom loop prints it; `name` as printed."""
     name: str
+    value: str  # "NaN" or "infinite"
     kind = "nonfinite_loss"
 
 
@@ -332,7 +333,8 @@ class TfLogScanner:
         elif "nan" in line or "NaN" in line or "inf" in line:
             match = _NONFINITE.search(self._count(line))
             if match:
-                self._once(("nonfinite",), NonFiniteLoss(name=match.group(1), lines=(line,)), events)
+                value = "NaN" if match.group(2).lower() == "nan" else "infinite"
+                self._once(("nonfinite",), NonFiniteLoss(name=match.group(1), value=value, lines=(line,)), events)
 
     def _once(self, key, event: Event, events: list) -> None:
         if key not in self._seen:

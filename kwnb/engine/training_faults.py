@@ -208,7 +208,7 @@ def nan_loss(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None:
         event = task.signals.nonfinite[1]
         line = event.lines[0].strip()
         quoted = line if len(line) <= 100 else line[:97] + "..."
-        return Diagnosis("nan_loss", task.position, f"{task.id}'s {event.name} became NaN or infinite (the first line "
+        return Diagnosis("nan_loss", task.position, f"{task.id}'s {event.name} became {event.value} (the first line "
                          f"that says so: \"{quoted}\"): {causes}", evidence=list(event.lines))
     bad = [k for k, v in row.items() if k not in ("epoch", "step") and not math.isfinite(v)]
     name = "loss" if "loss" in bad else bad[0]

@@ -305,3 +305,11 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     early.returncode = None  # both alive, both in TensorFlow: a stall with no culprit, for the run as a whole
     diagnosis = stalled(run, 100.0, {0: in_collective, 1: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("stalled", None)
+    # Both alive, both in TensorFlow, at different lines of main.py: a chief-only collective that hangs (where it
+    # does not fail with a shape mismatch): different code paths, told on the chief
+    chief_only = in_collective.replace("line 30 in <module>", "line 56 in chief_only_summary")
+    diagnosis = stalled(run, 100.0, {0: chief_only, 1: in_collective})
+    assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 0), diagnosis.message
+    assert diagnosis.message.startswith("the tasks wait in different collectives (worker 0 in main.py line 56, in "
+                                        "chief_only_summary; worker 1 in main.py line 30, in <module>); no task has "
+                                        "made progress for 60 s: they took different code paths"), diagnosis.message

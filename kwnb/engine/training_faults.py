@@ -232,6 +232,41 @@ def culprits(dumps: dict[int, str]) -> list[int]:
     return found
 
 
+def collective_hang(tasks: list["Task"], dumps: dict[int, str], user_files: tuple, waited: str,
+                    evidence: list) -> Diagnosis | None:
+    """A stall where every live task waits inside TensorFlow: for a peer that exited normally (it ran fewer steps,
+    or the others ran a collective after training it never ran), or in different collectives at different lines
+    of the user's code (they took different code paths: where a chief-only collective hangs rather than failing
+    with a shape mismatch). `waited`: where each one waits and for how long, as the stall says it."""
+    finished = [t for t in tasks if t.returncode == 0]
+    if finished:
+        early, waiting = finished[0], [tasks[p] for p in dumps]
+        if trained_all(early) and all(map(trained_all, waiting)):  # both done: an extra collective
+            return Diagnosis("uneven_steps", early.position,
+                             f"{early.id} finished training and exited normally; the others had finished training "
+                             f"too and wait for it in a collective it never ran {waited}: the tasks took different "
+                             f"code paths after training. {SAME_AFTER}", evidence=evidence)
+        return Diagnosis("uneven_steps", early.position,
+                         f"{early.id} finished its training loop and exited normally while the others still wait "
+                         f"for it in a collective {waited}: {SAME_STEPS}", evidence=evidence)
+    lines = {p: _user_frame(text, user_files) for p, text in dumps.items()}
+    if len(dumps) > 1 and None not in lines.values() and len(set(lines.values())) > 1:
+        named = next((tasks[p] for p in dumps if tasks[p].is_chief), tasks[min(dumps)])
+        return Diagnosis("uneven_steps", named.position,
+                         f"the tasks wait in different collectives {waited}: they took different code paths. Every "
+                         f"task must run the same collectives in the same order: code under `if task_index == 0` "
+                         f"must not call fit, evaluate, save or strategy.reduce unless every task does",
+                         evidence=evidence)
+    return None
+
+
+def _user_frame(text: str, user_files: tuple) -> tuple | None:
+    """The innermost frame of the main thread in the user's files (file, line), or None."""
+    main = _main_thread(stack_dumps.threads(text)) or []
+    names = tuple(str(f) for f in user_files)
+    return next(((f[0], f[1]) for f in main if names and f[0].endswith(names)), None)
+
+
 def _main_thread(stacks: list) -> list | None:
     """The thread that runs the bootstrap (its outermost frame), else the longest: as stacks.blocked_at."""
     return next((s for s in stacks if s and s[-1][0].endswith("bootstrap.py")), None) or max(stacks, key=len, default=None)

@@ -48,9 +48,10 @@ _OLD_TF = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ") 
 _PROGRESS = re.compile(r"(\d+)/(\d+) \[")  # the Keras bar a warning was glued to: "4/5 [====>..] - ..."
 _MISMATCH = re.compile(r"(Shape|Type|type) mismatch in the collective instance (\d+)|Collective instance (\d+) expected")
 # A loss printed NaN or infinite by the learner's own loop ("step 3 loss tf.Tensor(nan, ...)", "loss = -inf"): the
-# name holds "loss", no digit stands between it and the value (so "loss: 0.5 - acc: nan" is not the loss's), and
-# no colon follows it ("loss has nan: False" is a check, not a value).
-_NONFINITE = re.compile(r"(?i)\b(\w*loss\w*)\b[^\d\n]{0,24}?(?<![\w.])[-+]?(nan|inf(?:inity)?)(?![\w:?])")
+# value right after the name, past a separator ("val_loss improved from inf to 0.69", ModelCheckpoint's first
+# epoch, is not one), and no colon after it ("loss has nan: False" is a check).
+_NONFINITE = re.compile(r"(?i)\b(\w*loss\w*)\b\s*(?:[:=]|is)?\s*(?:tf\.Tensor\(|array\(|\[)?\s*"
+                        r"[-+]?(nan|inf(?:inity)?)(?![\w:?])")
 _REASONS = ("Connection reset by peer", "Socket closed", "Connection refused", "failed to connect to all addresses")
 # Lines that continue a multi-line runtime message (straggler and unhealthy lists, gRPC error details).
 _CONTINUATIONS = (

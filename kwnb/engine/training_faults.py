@@ -146,7 +146,7 @@ def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task"
     plans = [(t.metrics.steps_per_epoch, t.metrics.total_epochs) for t in tasks]
     if all(all(plan) for plan in plans) and len(set(plans)) == 1:
         chief = next((t for t in tasks if t.is_chief), tasks[0])  # callbacks given to the chief alone: the usual
-        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t))
+        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
         return tasks[told] if told is not None else chief, (
             f"the tasks planned the same steps (an epoch is {plans[0][0]} steps on every task) but ran different "
             f"collectives inside model.fit ({places}): {said}. A callback that only some tasks have calls the "

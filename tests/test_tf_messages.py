@@ -259,6 +259,21 @@ def test_nan_loss_and_oom_leave_no_tensorflow_message():
     assert "loss: nan" in read("nan-loss-worker-0.log")
 
 
+def test_a_custom_loop_that_prints_its_loss_tensor_as_nan_is_read_once():
+    """The learner's `print("step", step, "loss", loss)`: no step count kwnb's curves read, so the scanner
+    catches the line itself (the first only); no other capture prints a loss as NaN or infinite."""
+    (event,) = of(scan("nan-loss-loop-worker-0.log"), tfm.NonFiniteLoss)
+    assert (event.name, event.value) == ("loss", "NaN") and event.lines == ("step 1 loss tf.Tensor(nan, shape=(), dtype=float32)",)
+    quiet = [n for n in LOGS if not n.startswith("nan-loss") and of(scan(n), tfm.NonFiniteLoss)]
+    assert quiet == []
+    names = [(e.name, e.value) for line in ("Step 3: loss = nan", "val_loss: -inf.", "loss: 0.5 - acc: nan",
+                                 "loss has nan: tf.Tensor(False, shape=(), dtype=bool)", "loss of information",
+                                 "Epoch 1: val_loss improved from inf to 0.69315, saving model to /tmp/best.keras",
+                                 "mean loss is NaN!", "loss: [nan]")
+             for e in of(tfm.scan(line + "\n"), tfm.NonFiniteLoss)]
+    assert names == [("loss", "NaN"), ("val_loss", "infinite"), ("loss", "NaN"), ("loss", "NaN")]
+
+
 def test_last_line_without_newline_is_read_at_close():
     line = next(l for l in read("waiting-worker-0.log").splitlines() if "tasks to connect." in l)
     scanner = tfm.TfLogScanner()

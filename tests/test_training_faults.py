@@ -6,7 +6,6 @@ the summary; no `error`, `killed` or `peer_lost` blames the task that only faile
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -60,9 +59,11 @@ def test_fit_with_fewer_steps_per_epoch_on_one_task_is_uneven_steps(tmp_path):
     assert codes[0] != 0, run.summary()
     uneven = only(run, "uneven_steps")
     # fit meets the peer in an epoch-end collective with other tensors: TensorFlow's shape mismatch
-    assert uneven.message.startswith("the tasks ran different numbers of steps (worker 0 at epoch"), uneven.message
+    # what differs, from the bars' counts (not the last step drawn, which lags and changed the message as it came)
+    assert uneven.message.startswith("the tasks ran different numbers of steps (an epoch is 10 steps on worker 0, "
+                                     "5 on worker 1, as their progress bars say)"), uneven.message
     assert uneven.task == 1, uneven.message  # worker 1 planned 5 steps an epoch (its bar says /5), the chief 10
-    assert re.search(r"worker 1 at epoch 1/2, step \d/5", uneven.message), uneven.message
+    assert run.reason.startswith(uneven.message), run.reason  # the words it was first said in are the ones it keeps
     assert no_blame_on(run, 0) and no_blame_on(run, 1)
     first_exit = min(t.ended_at for t in run.workers)
     assert uneven.since - first_exit < CAUSE_SECONDS
@@ -215,7 +216,7 @@ def replay(tmp_path, *tasks):
     made = []
     for position, (name, code, ended) in enumerate(tasks):
         task = Task(position, TaskId("worker", position), tmp_path / f"{position}.log", tmp_path / f"{position}.jsonl",
-                    10, user_files=("loop.py", "train.py"))
+                    10, user_files=("loop.py", "train.py", "data_fit.py", "chief_checkpoint_fit.py"))
         text = (DATA / name).read_bytes().decode()
         task.metrics.feed(text)
         task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=ended - 0.5 if code else 5.0)
@@ -232,6 +233,17 @@ def test_the_rules_on_captured_logs(tmp_path):
     (uneven,) = training.uneven_steps([chief, early], [], 30.0)
     assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
     assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
+    assert "in a collective at loop.py line " in uneven.message and "in a custom loop, the same number of iterations" in uneven.message
+    # Both fits ended (2/2 epochs, 5/5 steps), then the chief alone called model.save: not steps, a code path after
+    # training; told on the task that left, pointing at the line where the chief waited.
+    chief, early = replay(tmp_path, ("chief-only-save-worker-0.log", 1, 22.0), ("chief-only-save-worker-1.log", 0, 11.4))
+    (after,) = training.uneven_steps([chief, early], [], 30.0)
+    assert after.task == 1 and after.message.startswith("worker 1 finished training and exited normally at epoch 2/2, "
+                                                        "step 5/5; worker 0 had finished training too, then ran a "
+                                                        "collective worker 1 never ran (data_fit.py line 29, in "
+                                                        "<module>) and failed waiting for it"), after.message
+    assert "different code paths after training" in after.message and "every task calls model.save" in after.message
+    assert "still training" not in after.message and "repeat()" not in after.message
     # The issue's shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
     # peer's exit 0 (the words of peer-stopped's survivor, with worker 1 as having exited normally first).
     chief, early = replay(tmp_path, ("peer-stopped-worker-0.log", 1, 20.0), ("clean-worker-1.log", 0, 1.0))
@@ -244,10 +256,26 @@ def test_the_rules_on_captured_logs(tmp_path):
     (paths,) = training.uneven_steps([chief, other], [], 30.0)
     assert paths.task == 0 and "loop.py line" in paths.message and "in chief_only_summary" in paths.message
     assert training.input_exhausted([chief, other], []) is None and training.nan_loss([chief, other], []) is None
+    # Both failed in fit, at the same line, having planned the same steps: not a step count but a collective inside
+    # fit that the chief alone ran (its ModelCheckpoint, at its first epoch's end)
+    chief, other = replay(tmp_path, ("chief-only-checkpoint-worker-0.log", 1, 8.0),
+                          ("chief-only-checkpoint-worker-1.log", 1, 6.5))
+    (callback,) = training.uneven_steps([chief, other], [], 30.0)
+    assert callback.task == 0 and callback.message.startswith("the tasks planned the same steps (an epoch is 5 steps on "
+                                                              "every task) but ran different collectives inside "
+                                                              "model.fit (worker 0 at epoch 1/3, step 5/5; worker 1 at "
+                                                              "epoch 2/3"), callback.message
+    assert "ModelCheckpoint" in callback.message and "different numbers of steps" not in callback.message
     # NaN in the progress bars: the chief's first, at the first step kwnb read it.
     chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
     nan = training.nan_loss([chief, other], [])
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN at epoch 1, step "), nan.message
+    # A custom loop that prints the loss tensor itself: no curve kwnb reads, the line is quoted instead
+    chief, other = replay(tmp_path, ("nan-loss-loop-worker-0.log", 0, 11.3), ("nan-loss-loop-worker-1.log", 0, 11.3))
+    nan = training.nan_loss([chief, other], [])
+    assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN (the first line that says "
+                                                    'so: "step 1 loss tf.Tensor(nan, shape=(), dtype=float32)"): '
+                                                    "training has diverged"), nan.message
 
 
 def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
@@ -263,10 +291,25 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
                      '  File "/job/main.py", line 30 in <module>\n'
                      '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
     run = SimpleNamespace(workers=[chief, early], user_files=("/job/main.py",), stall_after=60.0, name="main")
+    # Both logs show every step of their fit (2/2 epochs, 5/5 steps): the chief waits in a collective after it
     diagnosis = stalled(run, 100.0, {0: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 1), diagnosis.message
+    assert diagnosis.message.startswith("worker 1 finished training and exited normally; the others had finished "
+                                        "training too and wait for it in a collective it never ran (worker 0 in main.py "
+                                        "line 30, in <module>)"), diagnosis.message
+    assert "different code paths after training" in diagnosis.message
+    chief.metrics.total_epochs = 4  # had the chief planned more epochs, it would still be training: the step count
+    diagnosis = stalled(run, 100.0, {0: in_collective})
     assert diagnosis.message.startswith("worker 1 finished its training loop and exited normally while the others "
                                         "still wait for it in a collective (worker 0 in main.py line 30, in <module>)")
     early.returncode = None  # both alive, both in TensorFlow: a stall with no culprit, for the run as a whole
     diagnosis = stalled(run, 100.0, {0: in_collective, 1: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("stalled", None)
+    # Both alive, both in TensorFlow, at different lines of main.py: a chief-only collective that hangs (where it
+    # does not fail with a shape mismatch): different code paths, told on the chief
+    chief_only = in_collective.replace("line 30 in <module>", "line 56 in chief_only_summary")
+    diagnosis = stalled(run, 100.0, {0: chief_only, 1: in_collective})
+    assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 0), diagnosis.message
+    assert diagnosis.message.startswith("the tasks wait in different collectives (worker 0 in main.py line 56, in "
+                                        "chief_only_summary; worker 1 in main.py line 30, in <module>); no task has "
+                                        "made progress for 60 s: they took different code paths"), diagnosis.message

@@ -291,11 +291,10 @@ def stalled(run: "Run", now: float, dumps: dict[int, str]) -> Diagnosis:
                          f"{places[culprit.position]}: it is blocked in its own code and "
                          f"{', '.join(map(str, waiting))} wait{'s' * (len(waiting) == 1)} for it in a collective; "
                          f"{silent} {stacks}", evidence=evidence)
-    finished = [t for t in run.workers if t.returncode == 0]
-    if dumps and not blocked and finished:
-        return Diagnosis("uneven_steps", finished[0].position,
-                         f"{finished[0].id} finished its training loop and exited normally while the others still wait "
-                         f"for it in a collective ({where}); {silent}: {training.SAME_STEPS}", evidence=evidence)
+    if dumps and not blocked:  # every live task waits inside TensorFlow: for a peer that left, or another collective
+        hang = training.collective_hang(run.workers, dumps, run.user_files, f"({where}); {silent}", evidence)
+        if hang:
+            return hang
     return Diagnosis("stalled", None, f"{silent}: {where} {stacks}", evidence=evidence)
 
 

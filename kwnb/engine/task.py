@@ -54,6 +54,7 @@ class Signals:
     bind_failure: tuple | None = None  # (time, BindFailure)
     input_exhausted: tuple | None = None  # (time, InputExhausted): the first
     mismatch: tuple | None = None  # (time, CollectiveMismatch): the first
+    nonfinite: tuple | None = None  # (time, NonFiniteLoss): the first loss line printed as NaN or inf
     tf_config_set: dict | None = None  # {"tf_config": ..., "time": ...} when the script set its own
     progress_at: float = 0.0  # the last new output or report
     peak_rss: int = 0
@@ -80,6 +81,8 @@ class Signals:
                 self.input_exhausted = self.input_exhausted or (now, event)
             elif isinstance(event, tf.CollectiveMismatch):
                 self.mismatch = self.mismatch or (now, event)
+            elif isinstance(event, tf.NonFiniteLoss):
+                self.nonfinite = self.nonfinite or (now, event)
 
 
 

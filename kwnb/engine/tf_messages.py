@@ -29,7 +29,7 @@ MARKERS = (
     "Started server with target", "has connected to coordination service", "Coordination agent has",
     "tasks to connect.", "Example stragglers:", "/task:", "unhealthy", "UNAVAILABLE", "grpc_status:14",
     "Traceback (most recent call last):", "PerReplica:", "Could not start gRPC server", "Failed to add port",
-    "Your input ran out of data", "Collective instance", "collective instance",
+    "Your input ran out of data", "Collective instance", "collective instance", "nan", "NaN", "inf",
 )
 MAX_PENDING = 1 << 20  # an unterminated line longer than 1 MiB keeps its tail only: no marker is that long
 
@@ -47,6 +47,11 @@ _ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ")
 _OLD_TF = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ")  # TF <= 2.15
 _PROGRESS = re.compile(r"(\d+)/(\d+) \[")  # the Keras bar a warning was glued to: "4/5 [====>..] - ..."
 _MISMATCH = re.compile(r"(Shape|Type|type) mismatch in the collective instance (\d+)|Collective instance (\d+) expected")
+# A loss printed NaN or infinite by the learner's own loop ("step 3 loss tf.Tensor(nan, ...)", "loss = -inf"): the
+# value right after the name, past a separator ("val_loss improved from inf to 0.69", ModelCheckpoint's first
+# epoch, is not one), and no colon after it ("loss has nan: False" is a check).
+_NONFINITE = re.compile(r"(?i)\b(\w*loss\w*)\b\s*(?:[:=]|is)?\s*(?:tf\.Tensor\(|array\(|\[)?\s*"
+                        r"[-+]?(nan|inf(?:inity)?)(?![\w:?])")
 _REASONS = ("Connection reset by peer", "Socket closed", "Connection refused", "failed to connect to all addresses")
 # Lines that continue a multi-line runtime message (straggler and unhealthy lists, gRPC error details).
 _CONTINUATIONS = (
@@ -208,6 +213,14 @@ class InputExhausted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NonFiniteLoss(Event):
+    """A line that prints a loss as NaN or infinite, in whatever form a custom loop prints it; `name` as printed."""
+    name: str
+    value: str  # "NaN" or "infinite"
+    kind = "nonfinite_loss"
+
+
+@dataclass(frozen=True, kw_only=True)
 class CollectiveMismatch(Event):
     """Tasks met in one collective instance with different shapes or op types: they ran different collectives
     (a chief-only `strategy.reduce`, save or evaluate), so their code paths differed."""
@@ -318,6 +331,11 @@ class TfLogScanner:
             if match:
                 instance = int(match.group(2) or match.group(3))
                 self._once(("mismatch",), CollectiveMismatch(instance=instance, lines=(line,)), events)
+        elif "nan" in line or "NaN" in line or "inf" in line:
+            match = _NONFINITE.search(self._count(line))
+            if match:
+                value = "NaN" if match.group(2).lower() == "nan" else "infinite"
+                self._once(("nonfinite",), NonFiniteLoss(name=match.group(1), value=value, lines=(line,)), events)
 
     def _once(self, key, event: Event, events: list) -> None:
         if key not in self._seen:

@@ -189,6 +189,7 @@ parser.add_argument("--steps", type=int, default=5)
 parser.add_argument("--examples", type=int, default=0, help="no repeat(): this many examples in all")
 parser.add_argument("--lr", type=float, default=0.001)
 parser.add_argument("--scale", type=float, default=1.0, help="inputs this large (unscaled data)")
+parser.add_argument("--chief-save", default="", help="after fit, the chief alone calls model.save(this path)")
 args = parser.parse_args()
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -201,6 +202,8 @@ with strategy.scope():
     model.compile(tf.keras.optimizers.SGD(args.lr), tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
 model.fit(ds, epochs=args.epochs, steps_per_epoch=args.steps, verbose=1)
+if args.chief_save and index == 0:  # a learner's "only the chief saves": a collective the other task never runs
+    model.save(args.chief_save)
 print(f"worker {index}: done", flush=True)
 '''
 
@@ -236,8 +239,21 @@ model.fit(ds, epochs=2, steps_per_epoch=40, verbose=2, callbacks=[Hog()])
 print(f"worker {index}: done", flush=True)
 '''
 
+# The same loop diverging (unscaled inputs, a huge learning rate), printed as learners do: the loss tensor itself
+# ("step 3 loss tf.Tensor(nan, shape=(), dtype=float32)"), no step count. Line for line as loop.py.
+NAN_LOOP = LOOP.replace('x = np.random.rand(256, 8).astype("float32")', 'x = (np.random.rand(256, 8) * 1000).astype("float32")') \
+    .replace("y = (x.sum(1) > 4).astype", "y = (x.sum(1) > 4000).astype").replace("SGD(0.1)", "SGD(1e30)") \
+    .replace('print(f"worker {index}: step {step + 1}/{steps}, loss: {float(loss):.4f}", flush=True)',
+             'print("step", step, "loss", loss, flush=True)')
+# data_fit.py whose chief alone has a ModelCheckpoint callback (to --chief-save's path): a collective inside fit,
+# at the chief's epoch end, that the other task never runs. Line for line as data_fit.py.
+CHIEF_CHECKPOINT_FIT = DATA_FIT.replace(
+    "model.fit(ds, epochs=args.epochs, steps_per_epoch=args.steps, verbose=1)",
+    "model.fit(ds, epochs=args.epochs, steps_per_epoch=args.steps, verbose=1, callbacks=[tf.keras.callbacks."
+    "ModelCheckpoint(args.chief_save)] if index == 0 else [])")
 SCRIPTS = {"train.py": TRAIN, "keras3.py": KERAS3, "own_tf_config.py": OWN_TF_CONFIG, "loop.py": LOOP,
-           "data_fit.py": DATA_FIT, "hog.py": HOG}
+           "data_fit.py": DATA_FIT, "hog.py": HOG, "nan_loop.py": NAN_LOOP,
+           "chief_checkpoint_fit.py": CHIEF_CHECKPOINT_FIT}
 OOM_GROUP = Path("/sys/fs/cgroup/memory/kwnb-capture-oom")  # cgroup v1, as root; 2 is v2's memory.max
 OOM_LIMIT = 600 * 2**20
 POLL = 0.01  # seconds between log reads: enough to time the ~30 ms UnavailableError of the issue
@@ -454,9 +470,9 @@ def port_taken(c: Cluster) -> dict:
             **c.exit_report(c.t0)}
 
 
-def loop_scenario(args: list, marks=()) -> callable:
+def loop_scenario(args: list, marks=(), script="loop.py") -> callable:
     def scenario(c: Cluster) -> dict:
-        c.start(0, "loop.py", args), c.start(1, "loop.py", args)
+        c.start(0, script, args), c.start(1, script, args)
         seen = [(i, m) for i in range(2) for m in marks]
         ok = c.wait(all_exited, 120, seen)
         t1 = min(t for _, t in c.exits.values()) if c.exits else c.t0
@@ -466,9 +482,9 @@ def loop_scenario(args: list, marks=()) -> callable:
     return scenario
 
 
-def data_fit(args: list, marks=()) -> callable:
+def data_fit(args: list, marks=(), script="data_fit.py") -> callable:
     def scenario(c: Cluster) -> dict:
-        c.start(0, "data_fit.py", args), c.start(1, "data_fit.py", args)
+        c.start(0, script, args), c.start(1, script, args)
         ok = c.wait(all_exited, 120, [(i, m) for i in range(2) for m in marks])
         return {"finished": ok, "args": args, "from start": {f"worker {m[0]}: {m[1]}": after(c.t0, t)
                                                              for m, t in c.seen.items()}, **c.exit_report(c.t0)}
@@ -517,6 +533,10 @@ SCENARIOS = {
     "input-exhausted-loop": loop_scenario(["--steps", "20,20", "--examples", "160"], ["End of sequence"]),
     "input-exhausted-fit": data_fit(["--examples", "128"], ["Your input ran out of data"]),
     "nan-loss": data_fit(["--lr", "1e30", "--scale", "1000", "--epochs", "3"], ["loss: nan"]),
+    "nan-loss-loop": loop_scenario(["--steps", "20,20"], ["nan"], script="nan_loop.py"),
+    "chief-only-checkpoint": data_fit(["--chief-save", "/tmp/kwnb-tf-capture/ckpt.keras", "--epochs", "3"],
+                                      ["mismatch", "Collective instance"], script="chief_checkpoint_fit.py"),
+    "chief-only-save": data_fit(["--chief-save", "/tmp/kwnb-tf-capture/saved"], ["unhealthy", "UnavailableError"]),
     "out-of-memory": out_of_memory,
 }
 

@@ -327,8 +327,10 @@ def test_stop_ends_workers_and_their_children(tmp_path):
 
 def test_restart_policy_restarts_the_cluster_once(tmp_path):
     marker = tmp_path / "failed-once"
-    run = launch_behave(tmp_path, "restart", ["--fail-index", "1", "--fail-once", str(marker), "--sleep", "1"],
-                        on_failure="restart", max_restarts=1)
+    started = tmp_path / "started"
+    started.mkdir()
+    run = launch_behave(tmp_path, "restart", ["--fail-index", "1", "--fail-once", str(marker), "--sleep", "1",
+                                              "--peers-started", str(started)], on_failure="restart", max_restarts=1)
     codes = run.wait(timeout=60)
     assert codes == [0, 0], run.summary()
     assert marker.exists()

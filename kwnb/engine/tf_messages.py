@@ -3,7 +3,7 @@
 `TfLogScanner.feed(chunk)` takes the log as it grows (chunks may split lines anywhere; Keras progress bars
 bring `\\r` and `\\b`) and returns the events its complete lines show; `scan(text)` does a whole log.
 `is_runtime_line(line)` tells TensorFlow's C++ runtime chatter from the learner's own output.
-The message shapes are those of TF 2.21, captured in tests/data/tf-2.21/ (see its README.md).
+The events it returns are tf_events.py's. The message shapes are those of TF 2.21, captured in tests/data/tf-2.21/ (see its README.md).
 
 Reading the events (what TF 2.21 does, measured in the README):
 - WaitingForPeers is logged by the chief only, once per change and never repeated: time the wait yourself
@@ -22,7 +22,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-Task = tuple  # ("worker", 1): a task's job name and index
+from .tf_events import (AgentConnected, BindFailure, CollectiveMismatch, Event, Frame, InputExhausted,  # noqa: F401
+                        Keras3PerReplica, NonFiniteLoss, PeerUnavailable, PythonTraceback, ServerStarted, Task,
+                        TaskConnected, Unhealthy, WaitingForPeers)
+
 
 # A line holding none of these needs no closer look (the cheap prefilter before any regex).
 MARKERS = (
@@ -97,135 +100,6 @@ def count_runtime_lines(finished: str) -> int:
     text = "\n" + finished
     return sum(is_runtime_line(text[m.end():text.index("\n", m.end())].rstrip())
                for m in _RUNTIME_START.finditer(text, 0, len(text) - 1))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Event:
-    """Something TensorFlow said; `lines` are the log lines it was read from (the evidence)."""
-    lines: tuple[str, ...]
-    kind = "event"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServerStarted(Event):
-    """The task's gRPC server is up (it is joining the cluster); `address` as TF bound it."""
-    address: str
-    kind = "server_started"
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentConnected(Event):
-    """This task's coordination agent reached the coordination service (on task 0)."""
-    kind = "agent_connected"
-
-
-@dataclass(frozen=True, kw_only=True)
-class TaskConnected(Event):
-    """Logged by the chief only: `task` registered with its coordination service."""
-    task: Task
-    kind = "task_connected"
-
-
-@dataclass(frozen=True, kw_only=True)
-class WaitingForPeers(Event):
-    """Chief only: `waiting` of `total` tasks have not connected yet (0 once all have).
-
-    Logged once per change, not repeated while waiting. The same wait is reported again as each straggler
-    line arrives, with the list so far: the latest event is the current state.
-    """
-    waiting: int
-    total: int
-    stragglers: tuple[Task, ...] = ()
-    kind = "waiting_for_peers"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Unhealthy(Event):
-    """The coordination service declared `tasks` dead (no heartbeat for 10 s), also after a normal exit."""
-    tasks: tuple[Task, ...]
-    kind = "unhealthy"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PeerUnavailable(Event):
-    """A collective failed because a peer is gone; `task` and `address` when the text names them."""
-    reason: str
-    task: Task | None = None
-    address: str | None = None
-    kind = "peer_unavailable"
-
-
-@dataclass(frozen=True)
-class Frame:
-    file: str
-    line: int
-    function: str
-
-    def __str__(self) -> str:
-        return f"{os.path.basename(self.file)} line {self.line}, in {self.function}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PythonTraceback(Event):
-    """An uncaught Python exception; `user_frame` is the innermost frame in the scanner's user files."""
-    exc_type: str  # as printed: "tensorflow.python.framework.errors_impl.UnavailableError"
-    message: str  # its first line
-    frames: tuple[Frame, ...]
-    user_frame: Frame | None = None
-    kind = "traceback"
-
-    @property
-    def short_type(self) -> str:
-        return self.exc_type.rpartition(".")[2]
-
-    @property
-    def where(self) -> Frame | None:
-        """The user's innermost frame, else the innermost frame."""
-        return self.user_frame or (self.frames[-1] if self.frames else None)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Keras3PerReplica(Event):
-    """Keras 3 under MultiWorkerMirroredStrategy (keras-team/keras#20585): use tf.keras with tf-keras."""
-    kind = "keras3"
-
-
-@dataclass(frozen=True, kw_only=True)
-class BindFailure(Event):
-    """`Could not start gRPC server`: the task's port was taken; `address` as TF tried it ('0.0.0.0:P')."""
-    address: str | None
-    kind = "bind_failure"
-
-    @property
-    def port(self) -> int | None:
-        tail = (self.address or "").rpartition(":")[2]
-        return int(tail) if tail.isdigit() else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class InputExhausted(Event):
-    """The input ran out: Keras' "Your input ran out of data" warning (fit returns, exit 0), or tf.data's
-    OutOfRangeError "End of sequence" in a custom loop; `step`/`steps` from the progress bar it interrupted."""
-    source: str  # "keras" or "tf.data"
-    step: int | None = None
-    steps: int | None = None
-    kind = "input_exhausted"
-
-
-@dataclass(frozen=True, kw_only=True)
-class NonFiniteLoss(Event):
-    """A line that prints a loss as NaN or infinite, in whatever form a custom loop prints it; `name` as printed."""
-    name: str
-    value: str  # "NaN" or "infinite"
-    kind = "nonfinite_loss"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CollectiveMismatch(Event):
-    """Tasks met in one collective instance with different shapes or op types: they ran different collectives
-    (a chief-only `strategy.reduce`, save or evaluate), so their code paths differed."""
-    instance: int | None
-    kind = "collective_mismatch"
 
 
 @dataclass

@@ -168,6 +168,18 @@ def test_waiting_lines_between_progress_do_not_disturb_it():
     assert parser.steps_per_epoch == 10 and parser.step == 3
 
 
+@pytest.mark.parametrize("runtime_line", [
+    "W0000 00:00:1795533745.292304   12375 preemption_notifier.cc:90] Sigterm received.",  # TF 2.21 (absl)
+    "2024-01-02 03:04:05.123456: I tensorflow/core/x.cc:1] the format of TF 2.15 and before",
+])
+def test_a_runtime_line_written_into_a_bar_being_drawn_is_no_epoch(runtime_line):
+    """A stopped task's bar, interrupted by TensorFlow's C++ logging (found by the diagnoses' review: the
+    summary read '1 epochs, last: loss 0  preemption_notifier.cc 90')."""
+    parser = parsed("Epoch 1/3\n", "\r1/5 [=====>....] - ETA: 3s - loss: 0.6931" + runtime_line + "\n")
+    assert parser.history() == []
+    assert [(r["step"], r["loss"]) for r in parser.steps] == [(1, 0.6931)]
+
+
 # ----- custom training loops ----------------------------------------------------------------------
 
 def test_custom_loop_lines():

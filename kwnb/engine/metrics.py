@@ -24,6 +24,11 @@ _METRIC = re.compile(
     re.IGNORECASE,
 )
 _NOT_METRICS = {"eta"}
+# A runtime line TensorFlow's C++ logging wrote into a bar still being drawn (the bar's line has no "\n" yet),
+# absl's form and TF <= 2.15's: "...loss: 0.6931W0000 00:00:1795533745.29 12375 preemption_notifier.cc:90] ..."
+# read as an epoch with a metric "preemption_notifier.cc" of 90 and a loss of 0.
+_GLUED_RUNTIME = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
+                            r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ")
 MAX_STEP_ROWS = 20_000  # per worker; thinned beyond that so memory stays flat on long runs
 
 
@@ -86,22 +91,30 @@ class MetricsParser:
                     self.epoch = int(match["cepoch"])
                     self._add_epoch(self.epoch, metrics)
             else:
-                metrics = parse_metrics(match["rest"])
-                if not metrics:
-                    continue  # "Waiting for 1/2 tasks" and the like
-                step = int(match["step"])
-                self.step = step
-                if match["steps"] != "Unknown":
-                    self.steps_per_epoch = int(match["steps"])
-                epoch = self.epoch if self.epoch is not None else 0
-                if match["end"] == "\n":
-                    if self.steps and self.steps[-1]["epoch"] == epoch and self.steps_per_epoch:
-                        # Keras redraws at most every 0.05 s, so the last step drawn is often not the
-                        # last step; the epoch line is (with values already reduced: no scaling).
-                        self._add_step(epoch, step, metrics, always=True)
-                    self._add_epoch(epoch, metrics)
-                else:
-                    self._add_step(epoch, step, {k: v * self.step_scale for k, v in metrics.items()})
+                self._progress(match)
+
+    def _progress(self, match: re.Match) -> None:
+        """A progress bar's line: a step as it is drawn, or an epoch when the line ends with its values."""
+        rest, end = match["rest"], match["end"]
+        glued = _GLUED_RUNTIME.search(rest) if "] " in rest else None
+        if glued:  # TensorFlow's runtime wrote into a bar being drawn: the bar's part only, and no epoch's end
+            rest, end = rest[:glued.start()], "\r"
+        metrics = parse_metrics(rest)
+        if not metrics:
+            return  # "Waiting for 1/2 tasks" and the like
+        step = int(match["step"])
+        self.step = step
+        if match["steps"] != "Unknown":
+            self.steps_per_epoch = int(match["steps"])
+        epoch = self.epoch if self.epoch is not None else 0
+        if end == "\n":
+            if self.steps and self.steps[-1]["epoch"] == epoch and self.steps_per_epoch:
+                # Keras redraws at most every 0.05 s, so the last step drawn is often not the
+                # last step; the epoch line is (with values already reduced: no scaling).
+                self._add_step(epoch, step, metrics, always=True)
+            self._add_epoch(epoch, metrics)
+        else:
+            self._add_step(epoch, step, {k: v * self.step_scale for k, v in metrics.items()})
 
     def _check_finite(self, row: dict) -> None:
         """Remember the first NaN or inf (a few isfinite calls per row: cheap enough for every row)."""

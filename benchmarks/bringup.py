@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -202,6 +203,12 @@ def run_ipyparallel(cfg, workdir: Path) -> dict:
         return _result(t0, probe, parse_markers(output), cfg, ended, codes, engines_up_s=engines_up - t0,
                        engine_pids=pids)
     finally:
+        try:
+            # After the measurement: TensorFlow catches SIGTERM in the engines, so ipyparallel's stop sent it,
+            # waited its 5 s and then killed them (10 s a round here). Killed at once, as kwnb escalates.
+            cluster.signal_engines_sync(signal.SIGKILL)
+        except Exception as error:  # noqa: BLE001 - stop_cluster below still ends them
+            log(f"ipyparallel: killing the engines failed: {error}")
         try:
             cluster.stop_cluster_sync()
         except Exception as error:  # noqa: BLE001

@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     errors: list[str] = []
     raw: dict = {}
+    seconds: dict[str, float] = {}  # wall seconds per section: where a run's (and CI's smoke run's) time goes
     out.mkdir(parents=True, exist_ok=True)
     if keep_raw:
         workdir = out / "raw" / time.strftime("%Y%m%d-%H%M%S")
@@ -155,16 +156,18 @@ def main(argv: list[str] | None = None) -> int:
                             "firstcell": lambda: firstcell.measure(cfg, workdir / "firstcell", errors)}
                 for name in ("bringup", "throughput", "logpath", "scaling", "rerun", "kernelcost", "threads", "firstcell"):
                     if name in cfg.sections:
-                        raw[name] = measures[name]()
+                        raw[name] = _timed(seconds, name, measures[name])
                 if "profile" in cfg.sections:
-                    raw["kernel_ab"] = profile.kernel_ab(cfg, kernel, kernel_dir, errors)
-                    raw["kernel_profile"] = profile.kernel_components(cfg, kernel, kernel_dir, errors)
+                    raw["kernel_ab"] = _timed(seconds, "profile", lambda: profile.kernel_ab(cfg, kernel, kernel_dir, errors))
+                    raw["kernel_profile"] = _timed(seconds, "profile", lambda: profile.kernel_components(
+                        cfg, kernel, kernel_dir, errors))
             finally:
                 if kernel is not None:
                     kernel.close()
             if "profile" in cfg.sections:
-                raw["profile"] = {"supervisor": profile.supervisor(cfg, workdir / "profile", errors),
-                                  "parsing": profile.parsing(cfg, errors)}
+                raw["profile"] = _timed(seconds, "profile", lambda: {
+                    "supervisor": profile.supervisor(cfg, workdir / "profile", errors),
+                    "parsing": profile.parsing(cfg, errors)})
     finally:
         if not keep_raw:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -175,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "config": asdict(cfg),
         "wall_seconds": time.time() - started,
+        "section_seconds": {name: round(seconds[name], 1) for name in SECTIONS if name in seconds},
         "load": load.summary(),
         "load_average_at_end": list(os.getloadavg()),
         "rows": rows,
@@ -183,9 +187,19 @@ def main(argv: list[str] | None = None) -> int:
         "raw": raw,
     }
     json_path, md_path = write_results(results, out)
-    log(f"wrote {md_path} and {json_path} in {results['wall_seconds']:.0f} s")
+    log(f"wrote {md_path} and {json_path} in {results['wall_seconds']:.0f} s; by section: "
+        + ", ".join(f"{name} {s:.0f} s" for name, s in results["section_seconds"].items()))
     print(md_path.read_text())
     return 0
+
+
+def _timed(seconds: dict[str, float], name: str, measure):
+    """measure(), its wall seconds added to seconds[name] (section 5 is measured in three parts)."""
+    began = time.monotonic()
+    try:
+        return measure()
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.monotonic() - began
 
 
 def tabulate(raw: dict, cfg) -> tuple[list[dict], list[str]]:

@@ -118,10 +118,10 @@ def run_bare(cfg, workdir: Path) -> dict:
 def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
     runners = {"kwnb first cell": run_kwnb, "bare": run_bare,
                "kwnb, quiet check off": lambda cfg, workdir: run_kwnb(cfg, workdir, quiet_check=False)}
-    samples: dict[str, list] = {method: [] for method in METHODS}
+    samples: dict[str, list] = {method: [] for method in cfg.firstcell_methods}
     order = random.Random(cfg.seed + 8)
     for number in range(cfg.firstcell_rounds):
-        methods = list(METHODS)
+        methods = list(cfg.firstcell_methods)
         order.shuffle(methods)
         for method in methods:
             log(f"first cell round {number + 1}/{cfg.firstcell_rounds}: {method}")

@@ -61,8 +61,10 @@ class Config:
     thread_steps: int = 400
     thread_mark_a: int = 10
     thread_mark_b: int = 360
+    thread_methods: list = field(default_factory=lambda: list(threads.METHODS))
     firstcell_rounds: int = 5  # section 9: a fresh kernel per method and round
     reading_seconds: float = 15.0  # section 9: between %load_ext and the first cell
+    firstcell_methods: list = field(default_factory=lambda: list(firstcell.METHODS))
     sections: list = field(default_factory=lambda: list(SECTIONS))
     note: str = ""
     command: str = ""
@@ -74,14 +76,18 @@ def smoke_config() -> Config:
     What is left is mostly TensorFlow starting (about 30 two-worker starts, 3-5 s each on 2 cores), so
     nothing waits that need not: no reading time before section 9's cell (its kwnb cell then starts
     before the pool is ready, cold: the row says how many tasks started warm), section 8's 1-CPU runs
-    train 12 steps (their import is most of the run), the supervisor's idle workers sleep 0.5 s.
+    train 12 steps (their import is most of the run), the supervisor's idle workers sleep 0.5 s. Two
+    variants that run a section's code again with other settings are left out: section 8's emulated
+    64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in 1 CPU, 10-14 s) and section
+    9's "quiet check off" (with no reading time, the pool's quiet check has nothing to change).
     """
     return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=10,
                   tutorial_sleep=2.0, pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
                   scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=0.5,
                   parse_lines=20_000, thread_rounds=1, thread_steps=12, thread_mark_a=2, thread_mark_b=10,
-                  firstcell_rounds=1, reading_seconds=0.0)
+                  thread_methods=["kwnb threads", "TF defaults"],
+                  firstcell_rounds=1, reading_seconds=0.0, firstcell_methods=["kwnb first cell", "bare"])
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool, Path | None]:

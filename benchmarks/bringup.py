@@ -336,7 +336,10 @@ def pooled(samples: dict, more: dict | None) -> dict:
     before the first step sees), so they are bring-up samples too: 15 rounds instead of 5 for
     kwnb / bare, whose runs differ by 10-15 % on a shared machine. Each method's list keeps section
     1's rounds first, so a ratio against a method only section 1 ran pairs section 1's rounds alone.
+    A smoke run's section 2 reads section 1's own runs (throughput.same_job_as_bringup): not counted twice.
     """
+    if (more or {}).get("from_bringup"):
+        return samples
     more = (more or {}).get("samples", {})
     return {m: list(runs) + list(more.get(m, [])) if m in more else list(runs) for m, runs in samples.items()}
 

@@ -73,15 +73,16 @@ class Config:
 def smoke_config() -> Config:
     """Every code path once, small: a check that the benchmarks still work, not a measurement.
 
-    What is left is mostly TensorFlow starting (about 30 two-worker starts, 3-5 s each on 2 cores), so
-    nothing waits that need not: no reading time before section 9's cell (its kwnb cell then starts
-    before the pool is ready, cold: the row says how many tasks started warm), section 8's 1-CPU runs
-    train 12 steps (their import is most of the run), the supervisor's idle workers sleep 0.5 s. Two
+    What is left is mostly TensorFlow starting (about 20 starts of 2 workers, 3-5 s each on 2 cores, and
+    section 6's 6 pool refills), so nothing waits that need not: no reading time before section 9's cell
+    (its kwnb cell then starts before the pool is ready, cold: the row says how many tasks started warm),
+    section 2 reads section 1's runs of its 4 methods (the same job here: throughput.same_job_as_bringup),
+    section 8's 1-CPU runs train 12 steps (their import is most of the run), idle workers sleep 0.5 s. Two
     variants that run a section's code again with other settings are left out: section 8's emulated
     64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in 1 CPU, 10-14 s) and section
     9's "quiet check off" (with no reading time, the pool's quiet check has nothing to change).
     """
-    return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=10,
+    return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=12,
                   tutorial_sleep=2.0, pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
                   scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=0.5,
@@ -159,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 kernel.execute(SETUP)
             try:
                 measures = {"bringup": lambda: bringup.measure(cfg, workdir / "bringup", errors, kernel),
-                            "throughput": lambda: throughput.measure(cfg, workdir / "throughput", errors, kernel),
+                            "throughput": lambda: throughput.measure(cfg, workdir / "throughput", errors, kernel,
+                                                                        raw.get("bringup")),
                             "logpath": lambda: logpath.measure(cfg, kernel, kernel_dir, errors),
                             "scaling": lambda: scaling.measure(cfg, kernel, kernel_dir, errors),
                             "rerun": lambda: rerun.measure(cfg, workdir / "rerun", errors, kernel),

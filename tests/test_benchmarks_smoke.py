@@ -90,7 +90,8 @@ def test_every_comparison_was_measured(smoke):
         assert measured("2.", "chief steps per second", f"{mine} / bare Popen")["target"] == ">= 0.98"
     measured("2.", "chief steps per second", "bare Popen, run again (A/A) / bare Popen")
     measured("2.", "kernel CPU s over the run", "kwnb in a kernel + dashboard")
-    # Section 2 has runs of its own (the full job), apart from section 1's short ones.
+    # Section 2 measures its own methods only: in a full run with runs of its own (the full job); in a smoke
+    # run, where both sections run the same 12-step job, from section 1's runs of those methods.
     assert not [r for r in rows if r["section"].startswith("2.") and "tutorial" in r["method"]]
     for size in ("1,000", "10,000"):
         assert measured("3.", f"kernel CPU s per 100k lines, {size} lines", "kwnb")["target"] == "<= 0.5"

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -203,6 +204,12 @@ def run_ipyparallel(cfg, workdir: Path) -> dict:
                        engine_pids=pids)
     finally:
         try:
+            # After the measurement: TensorFlow catches SIGTERM in the engines, so ipyparallel's stop sent it,
+            # waited its 5 s and then killed them (10 s a round here). Killed at once, as kwnb escalates.
+            cluster.signal_engines_sync(signal.SIGKILL)
+        except Exception as error:  # noqa: BLE001 - stop_cluster below still ends them
+            log(f"ipyparallel: killing the engines failed: {error}")
+        try:
             cluster.stop_cluster_sync()
         except Exception as error:  # noqa: BLE001
             log(f"ipyparallel: stopping the cluster failed: {error}")
@@ -329,7 +336,10 @@ def pooled(samples: dict, more: dict | None) -> dict:
     before the first step sees), so they are bring-up samples too: 15 rounds instead of 5 for
     kwnb / bare, whose runs differ by 10-15 % on a shared machine. Each method's list keeps section
     1's rounds first, so a ratio against a method only section 1 ran pairs section 1's rounds alone.
+    A smoke run's section 2 reads section 1's own runs (throughput.same_job_as_bringup): not counted twice.
     """
+    if (more or {}).get("from_bringup"):
+        return samples
     more = (more or {}).get("samples", {})
     return {m: list(runs) + list(more.get(m, [])) if m in more else list(runs) for m, runs in samples.items()}
 

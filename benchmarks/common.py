@@ -287,7 +287,9 @@ def markdown(results: dict) -> str:
         f"{config['rounds']} rounds"
         + (f" ({config.get('throughput_rounds', config['rounds'])} for throughput, whose runs bring-up counts too)"
            if "throughput" in ran else "")
-        + f", methods in a shuffled order each round; wall time {results['wall_seconds']:.0f} s. "
+        + f", methods in a shuffled order each round; wall time {results['wall_seconds']:.0f} s"
+        + (" (" + ", ".join(f"{name} {s:.0f} s" for name, s in results["section_seconds"].items()) + "). "
+           if results.get("section_seconds") else ". ")  # runs before 2026-11-24 did not time their sections
         + (f"Machine load (1-min load average) during the run: median {load['median']:.1f}, "
            f"max {load['max']:.1f} on {machine['cpu_count_logical']} CPUs." if load.get("median") is not None else ""),
     ]

@@ -28,9 +28,14 @@ from .common import TRAIN, check, log, paired_ratios, read_markers, row, since, 
 
 SECTION = "9. first cell"
 METHODS = ("kwnb first cell", "kwnb, quiet check off", "bare")
-LABELS = {"kwnb first cell": "kwnb in a fresh kernel, %load_ext 15 s before (default network)",
-          "kwnb, quiet check off": "the same, the pool's wait for quiet CPUs off (not the default)",
-          "bare": "bare Popen from a fresh kernel (host network)"}
+
+
+def labels(cfg) -> dict[str, str]:
+    return {"kwnb first cell": f"kwnb in a fresh kernel, %load_ext {cfg.reading_seconds:g} s before (default network)",
+            "kwnb, quiet check off": "the same, the pool's wait for quiet CPUs off (not the default)",
+            "bare": "bare Popen from a fresh kernel (host network)"}
+
+
 TARGETS = {"total_s": 0.6, "first_step_s": 0.4}
 RUN_TIMEOUT = 300.0
 
@@ -113,10 +118,10 @@ def run_bare(cfg, workdir: Path) -> dict:
 def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
     runners = {"kwnb first cell": run_kwnb, "bare": run_bare,
                "kwnb, quiet check off": lambda cfg, workdir: run_kwnb(cfg, workdir, quiet_check=False)}
-    samples: dict[str, list] = {method: [] for method in METHODS}
+    samples: dict[str, list] = {method: [] for method in cfg.firstcell_methods}
     order = random.Random(cfg.seed + 8)
     for number in range(cfg.firstcell_rounds):
-        methods = list(METHODS)
+        methods = list(cfg.firstcell_methods)
         order.shuffle(methods)
         for method in methods:
             log(f"first cell round {number + 1}/{cfg.firstcell_rounds}: {method}")
@@ -137,20 +142,20 @@ def _values(samples: dict, method: str, key: str) -> list:
 
 
 def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
-    samples, out, findings = data["samples"], [], []
+    samples, out, findings, names = data["samples"], [], [], labels(cfg)
     mine = [m for m in METHODS if m != "bare" and m in samples]
     for key, metric in (("first_step_s", "cell start to the chief's first step"),
                         ("total_s", "cell start to the cell returning (whole run)")):
-        out += [row(SECTION, metric, LABELS[m], _values(samples, m, key), "s") for m in [*mine, "bare"]]
+        out += [row(SECTION, metric, names[m], _values(samples, m, key), "s") for m in [*mine, "bare"]]
         for method in mine:
-            ratio = row(SECTION, metric, f"{LABELS[method]} / {LABELS['bare']}",
+            ratio = row(SECTION, metric, f"{names[method]} / {names['bare']}",
                         paired_ratios(_values(samples, method, key), _values(samples, "bare", key)), "ratio",
                         target=f"<= {TARGETS[key]}" if method == "kwnb first cell" else "")
             ratio["target_met"] = check(ratio["median"], "<=", TARGETS[key]) if method == "kwnb first cell" else None
             out.append(ratio)
     for method in mine:
         warm = [sum(s.get("warm") or []) for s in samples[method]]
-        out.append(row(SECTION, f"tasks started warm (of {cfg.n})", LABELS[method], warm, "tasks",
+        out.append(row(SECTION, f"tasks started warm (of {cfg.n})", names[method], warm, "tasks",
                        target=f"{cfg.n} every round"))
         for number, sample in enumerate(samples[method], 1):
             if sum(sample.get("warm") or []) < cfg.n:

@@ -61,21 +61,34 @@ class Config:
     thread_steps: int = 400
     thread_mark_a: int = 10
     thread_mark_b: int = 360
+    thread_methods: list = field(default_factory=lambda: list(threads.METHODS))
     firstcell_rounds: int = 5  # section 9: a fresh kernel per method and round
     reading_seconds: float = 15.0  # section 9: between %load_ext and the first cell
+    firstcell_methods: list = field(default_factory=lambda: list(firstcell.METHODS))
     sections: list = field(default_factory=lambda: list(SECTIONS))
     note: str = ""
     command: str = ""
 
 
 def smoke_config() -> Config:
-    """Every code path once, small: a check that the benchmarks still work, not a measurement."""
-    return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=10,
+    """Every code path once, small: a check that the benchmarks still work, not a measurement.
+
+    What is left is mostly TensorFlow starting (about 20 starts of 2 workers, 3-5 s each on 2 cores, and
+    section 6's 6 pool refills), so nothing waits that need not: no reading time before section 9's cell
+    (its kwnb cell then starts before the pool is ready, cold: the row says how many tasks started warm),
+    section 2 reads section 1's runs of its 4 methods (the same job here: throughput.same_job_as_bringup),
+    section 8's 1-CPU runs train 12 steps (their import is most of the run), idle workers sleep 0.5 s. Two
+    variants that run a section's code again with other settings are left out: section 8's emulated
+    64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in 1 CPU, 10-14 s) and section
+    9's "quiet check off" (with no reading time, the pool's quiet check has nothing to change).
+    """
+    return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=12,
                   tutorial_sleep=2.0, pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
-                  scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=1.0,
-                  parse_lines=20_000, thread_rounds=1, thread_steps=30, thread_mark_a=5, thread_mark_b=25,
-                  firstcell_rounds=1, reading_seconds=5.0)
+                  scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=0.5,
+                  parse_lines=20_000, thread_rounds=1, thread_steps=12, thread_mark_a=2, thread_mark_b=10,
+                  thread_methods=["kwnb threads", "TF defaults"],
+                  firstcell_rounds=1, reading_seconds=0.0, firstcell_methods=["kwnb first cell", "bare"])
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Config, Path, bool, Path | None]:
@@ -118,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     errors: list[str] = []
     raw: dict = {}
+    seconds: dict[str, float] = {}  # wall seconds per section: where a run's (and CI's smoke run's) time goes
     out.mkdir(parents=True, exist_ok=True)
     if keep_raw:
         workdir = out / "raw" / time.strftime("%Y%m%d-%H%M%S")
@@ -146,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 kernel.execute(SETUP)
             try:
                 measures = {"bringup": lambda: bringup.measure(cfg, workdir / "bringup", errors, kernel),
-                            "throughput": lambda: throughput.measure(cfg, workdir / "throughput", errors, kernel),
+                            "throughput": lambda: throughput.measure(cfg, workdir / "throughput", errors, kernel,
+                                                                        raw.get("bringup")),
                             "logpath": lambda: logpath.measure(cfg, kernel, kernel_dir, errors),
                             "scaling": lambda: scaling.measure(cfg, kernel, kernel_dir, errors),
                             "rerun": lambda: rerun.measure(cfg, workdir / "rerun", errors, kernel),
@@ -155,16 +170,18 @@ def main(argv: list[str] | None = None) -> int:
                             "firstcell": lambda: firstcell.measure(cfg, workdir / "firstcell", errors)}
                 for name in ("bringup", "throughput", "logpath", "scaling", "rerun", "kernelcost", "threads", "firstcell"):
                     if name in cfg.sections:
-                        raw[name] = measures[name]()
+                        raw[name] = _timed(seconds, name, measures[name])
                 if "profile" in cfg.sections:
-                    raw["kernel_ab"] = profile.kernel_ab(cfg, kernel, kernel_dir, errors)
-                    raw["kernel_profile"] = profile.kernel_components(cfg, kernel, kernel_dir, errors)
+                    raw["kernel_ab"] = _timed(seconds, "profile", lambda: profile.kernel_ab(cfg, kernel, kernel_dir, errors))
+                    raw["kernel_profile"] = _timed(seconds, "profile", lambda: profile.kernel_components(
+                        cfg, kernel, kernel_dir, errors))
             finally:
                 if kernel is not None:
                     kernel.close()
             if "profile" in cfg.sections:
-                raw["profile"] = {"supervisor": profile.supervisor(cfg, workdir / "profile", errors),
-                                  "parsing": profile.parsing(cfg, errors)}
+                raw["profile"] = _timed(seconds, "profile", lambda: {
+                    "supervisor": profile.supervisor(cfg, workdir / "profile", errors),
+                    "parsing": profile.parsing(cfg, errors)})
     finally:
         if not keep_raw:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -175,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "config": asdict(cfg),
         "wall_seconds": time.time() - started,
+        "section_seconds": {name: round(seconds[name], 1) for name in SECTIONS if name in seconds},
         "load": load.summary(),
         "load_average_at_end": list(os.getloadavg()),
         "rows": rows,
@@ -183,9 +201,19 @@ def main(argv: list[str] | None = None) -> int:
         "raw": raw,
     }
     json_path, md_path = write_results(results, out)
-    log(f"wrote {md_path} and {json_path} in {results['wall_seconds']:.0f} s")
+    log(f"wrote {md_path} and {json_path} in {results['wall_seconds']:.0f} s; by section: "
+        + ", ".join(f"{name} {s:.0f} s" for name, s in results["section_seconds"].items()))
     print(md_path.read_text())
     return 0
+
+
+def _timed(seconds: dict[str, float], name: str, measure):
+    """measure(), its wall seconds added to seconds[name] (section 5 is measured in three parts)."""
+    began = time.monotonic()
+    try:
+        return measure()
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.monotonic() - began
 
 
 def tabulate(raw: dict, cfg) -> tuple[list[dict], list[str]]:

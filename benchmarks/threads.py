@@ -95,11 +95,11 @@ def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
         log(f"section 8 skipped: {why}")
         return {"skipped": why}
     settings = {"kwnb threads": thread_env({}, cfg.n, 1.0), "TF defaults": {}, "64-core node": NODE_64}
-    samples: dict[str, list] = {method: [] for method in METHODS}
+    samples: dict[str, list] = {method: [] for method in cfg.thread_methods}
     order = random.Random(cfg.seed + 7)
     try:
         for number in range(cfg.thread_rounds):
-            methods = list(METHODS)
+            methods = list(cfg.thread_methods)
             order.shuffle(methods)
             for method in methods:
                 log(f"threads round {number + 1}/{cfg.thread_rounds}: {method}")

@@ -4,6 +4,8 @@ Its own runs, apart from section 1's: only the methods the target is about (kwnb
 the dashboard, kwnb.launch, bare Popen, and bare Popen again as the A/A pair), the full training
 job (steps mark_a to mark_b, about 11 s), and twice section 1's rounds: a 2 % target needs more
 samples than a bring-up time, since runs of one method differ by several percent on a shared VM.
+A smoke run is the exception: there both sections run the same 12-step job, so section 2 reads its
+rows from section 1's runs of its four methods instead of starting them again (4 TensorFlow starts).
 """
 from __future__ import annotations
 
@@ -15,8 +17,18 @@ from .common import check, paired_ratios, row
 METHODS = ("kwnb", "kwnb.launch", "bare", "bare again")
 
 
-def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
+def measure(cfg, workdir: Path, errors: list[str], kernel=None, bringup: dict | None = None) -> dict:
+    if bringup is not None and same_job_as_bringup(cfg):
+        return {"samples": {m: runs for m, runs in bringup["samples"].items() if m in METHODS},
+                "skipped": {m: why for m, why in bringup.get("skipped", {}).items() if m in METHODS},
+                "from_bringup": True}
     return measure_methods(cfg, workdir, errors, kernel, METHODS, cfg.throughput_rounds, "throughput")
+
+
+def same_job_as_bringup(cfg) -> bool:
+    """A smoke run's section 1 runs this very job (steps, marks, rounds): its runs measure section 2 too."""
+    return (cfg.smoke and cfg.steps == cfg.bringup_steps and cfg.mark_b == cfg.bringup_steps
+            and cfg.throughput_rounds == cfg.rounds)
 
 
 def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
@@ -38,4 +50,7 @@ def rows(data: dict, cfg) -> tuple[list[dict], list[str]]:
     if "kwnb" in samples:
         out.append(row(section, "kernel CPU s over the run", labels["kwnb"], _values(samples, "kwnb", "kernel_cpu_s"), "s"))
     findings = [f"{name} skipped: {reason}" for name, reason in data.get("skipped", {}).items()]
+    if data.get("from_bringup"):
+        findings.append(f"Section 2 read its rows from section 1's runs of {', '.join(labels[m] for m in samples)}: "
+                        f"in this smoke run both sections ran the same {cfg.steps}-step job.")
     return out, findings

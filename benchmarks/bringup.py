@@ -80,6 +80,12 @@ def _result(t0: float, probe: PortProbe | None, chief: dict, cfg, ended: float, 
     }
 
 
+def short_job(cfg):
+    """The configuration of the short job (bringup_steps steps): sections 1 and 9 time a start, not training."""
+    return dataclasses.replace(cfg, steps=cfg.bringup_steps, mark_a=min(cfg.mark_a, cfg.bringup_steps),
+                               mark_b=cfg.bringup_steps)
+
+
 def train_args(cfg) -> list[str]:
     return ["--steps", str(cfg.steps), "--mark-a", str(cfg.mark_a), "--mark-b", str(cfg.mark_b)]
 
@@ -272,9 +278,7 @@ def warm_up() -> None:
 
 def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
     """Section 1: every method once per round, running the short job (bring-up needs its first step)."""
-    short = dataclasses.replace(cfg, steps=cfg.bringup_steps, mark_a=min(cfg.mark_a, cfg.bringup_steps),
-                                mark_b=cfg.bringup_steps)
-    return measure_methods(short, workdir, errors, kernel, METHODS, cfg.rounds, "bring-up")
+    return measure_methods(short_job(cfg), workdir, errors, kernel, METHODS, cfg.rounds, "bring-up")
 
 
 def measure_methods(cfg, workdir: Path, errors: list[str], kernel, wanted, rounds: int, what: str) -> dict:

@@ -73,7 +73,7 @@ def user_defaults():
 
 
 def run_kwnb(cfg, workdir: Path, quiet_check: bool = True) -> dict:
-    from .bringup import train_args
+    from .bringup import short_job, train_args
     from .kernel import Kernel
 
     folder = workdir / f"kwnb-{time.time_ns()}"
@@ -84,7 +84,7 @@ def run_kwnb(cfg, workdir: Path, quiet_check: bool = True) -> dict:
         kernel.execute(LOAD if quiet_check else QUIET_CHECK_OFF + LOAD)
         time.sleep(cfg.reading_seconds)  # the learner reads the next cell
         pool = kernel.execute_json(POOL_PIDS)
-        line = f"main.py -n {cfg.n} --wait --args \"{' '.join(train_args(cfg))}\""
+        line = f"main.py -n {cfg.n} --wait --args \"{' '.join(train_args(short_job(cfg)))}\""
         ran = kernel.execute_json(CELL.format(line=line, source=TRAIN.read_text()), timeout=RUN_TIMEOUT)
     finally:
         kernel.close()
@@ -96,7 +96,7 @@ def run_kwnb(cfg, workdir: Path, quiet_check: bool = True) -> dict:
 
 
 def run_bare(cfg, workdir: Path) -> dict:
-    from .bringup import train_args
+    from .bringup import short_job, train_args
     from .kernel import Kernel, run_job
 
     folder = workdir / f"bare-{time.time_ns()}"
@@ -105,7 +105,7 @@ def run_bare(cfg, workdir: Path) -> dict:
     try:
         kernel.execute("import json, os, subprocess, sys, time\nimport portpicker")
         time.sleep(cfg.reading_seconds)
-        result = run_job(kernel, "bare", TRAIN, cfg.n, train_args(cfg), "bare", folder, timeout=RUN_TIMEOUT,
+        result = run_job(kernel, "bare", TRAIN, cfg.n, train_args(short_job(cfg)), "bare", folder, timeout=RUN_TIMEOUT,
                          probe=False)
     finally:
         kernel.close()

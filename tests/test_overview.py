@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 import kwnb
-from kwnb.engine.summary import overview_lines
+from kwnb.engine.summary import overview_lines, rate_text
 from kwnb.engine.vitals import Vitals
 from kwnb.notebook.dashboard import badge, fold_label, log_html
 from kwnb.notebook.overview import overview_html
@@ -85,3 +85,20 @@ def test_segments_follow_phases_across_a_restart():
     assert segments(task, now=15.0) == [(0.0, 2.0, "starting"), (2.0, 3.0, "joining"), (3.0, 9.0, "training"),
                                         (10.0, 12.0, "starting"), (12.0, 15.0, "training")]
     assert vitals.time_in(until=15.0) == {"starting": 4.0, "joining": 1.0, "training": 9.0}
+
+
+def test_an_ended_task_shows_its_rate_over_its_training_as_the_summary_does():
+    """The overview showed "-" for the rate of every ended task (a past run's table had no rate at all),
+    while the summary's table gave each task's steps per second over its training."""
+    from kwnb.engine.snapshot import RunSnapshot, TaskView
+    from kwnb.task.tf_config import TaskId
+
+    tasks = tuple(TaskView(position=i, id=TaskId("worker", i), is_chief=i == 0, status="finished", phase="finished",
+                           alive=False, rate=rate, phases=((0.0, "training"), (9.0, "finished")))
+                  for i, rate in enumerate((53.125, None)))
+    run = RunSnapshot(name="r", dir=Path("/nonexistent"), status="finished", done=True, tasks=tasks,
+                      started_at=0.0, ended_at=9.0)
+    rows = overview_html(run, ()).split("<tr>")[2:]
+    assert f"<td>{rate_text(53.125)}</td>" in rows[0] and rate_text(53.125) == "53.1 steps/s"
+    assert "<td>-</td>" in rows[1]  # a task that showed no steps has no rate
+    assert rate_text(53.125) in next(line for line in overview_lines(run) if line.strip().startswith("worker 0"))

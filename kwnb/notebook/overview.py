@@ -1,8 +1,9 @@
 """The overview above the dashboard's tabs: one row per task, every task visible at once.
 
-Label, status in words, phase, epoch and step, recent step rate, CPU and memory (the task's whole
-process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task;
-under the table, the session's memory against the limit that applies (engine/limits.py).
+Label, status in words, phase, epoch and step, step rate (recent; once ended, over its training, as
+the summary gives it), CPU and memory (the task's whole process tree, sampled once a second),
+restarts, and a marker where a diagnosis concerns the task; under the table, the session's memory
+against the limit that applies (engine/limits.py).
 Plain HTML with the theme's own colours (JupyterLab's --jp-* variables), so it reads in light and
 dark themes and at 700 px.
 """
@@ -119,6 +120,6 @@ def _row(task, flagged: bool, badge) -> str:
         f"peak {megabytes(task.peak_rss)}" if task.peak_rss else "-")
     cells = [("&#9888; " if flagged else "") + html.escape(task.label), badge(task.status),
              html.escape(phase_text(task)), html.escape(progress or "-"),
-             html.escape(rate_text(task.rate) if task.alive else "-"), cpu, html.escape(memory),
+             html.escape(rate_text(task.rate)), cpu, html.escape(memory),
              str(task.restarts)]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"

@@ -39,7 +39,8 @@ def check_late_worker_shown_waiting(ui) -> None:
 
 
 def check_overview_rows(ui) -> None:
-    """Every task's row at once, with a recent rate and memory while training; at the end, peaks."""
+    """Every task's row at once, with a recent rate and memory while training; at the end, peaks and
+    each task's rate over its training."""
     live = [s["overview"] for s in ui["snapshots"] if phases(s) == ["training", "training"]]
     assert live and all(o["columns"] == COLUMNS and all(o["rows_shown"]) for o in live)
     full = [o for o in live if all(re.fullmatch(r"\d+\.\d steps/s", r[4]) and float(r[4].split()[0]) > 0
@@ -50,6 +51,7 @@ def check_overview_rows(ui) -> None:
         rows = state["overview"]["rows"]
         assert [r[1] for r in rows] == ["FINISHED"] * 2 and phases(state) == ["finished"] * 2, rows
         assert all(re.fullmatch(r"peak \d+ MB", r[6]) and r[7] == "0" for r in rows), rows
+        assert all(re.fullmatch(r"\d+\.\d steps/s", r[4]) for r in rows), rows  # over each task's training
 
 
 def toggle_text(snapshot) -> str:

@@ -11,6 +11,8 @@ import json
 import math
 import re
 
+from .tf_messages import RUNTIME_PREFIX
+
 _TOKENS = re.compile(
     r"""
       (?:^|(?<=\r))Epoch\ (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$           # Keras: "Epoch 2/5"
@@ -24,11 +26,6 @@ _METRIC = re.compile(
     re.IGNORECASE,
 )
 _NOT_METRICS = {"eta"}
-# A runtime line TensorFlow's C++ logging wrote into a bar still being drawn (the bar's line has no "\n" yet),
-# absl's form and TF <= 2.15's: "...loss: 0.6931W0000 00:00:1795533745.29 12375 preemption_notifier.cc:90] ..."
-# read as an epoch with a metric "preemption_notifier.cc" of 90 and a loss of 0.
-_GLUED_RUNTIME = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
-                            r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ")
 MAX_STEP_ROWS = 20_000  # per worker; thinned beyond that so memory stays flat on long runs
 
 
@@ -96,8 +93,11 @@ class MetricsParser:
     def _progress(self, match: re.Match) -> None:
         """A progress bar's line: a step as it is drawn, or an epoch when the line ends with its values."""
         rest, end = match["rest"], match["end"]
-        glued = _GLUED_RUNTIME.search(rest) if "] " in rest else None
-        if glued:  # TensorFlow's runtime wrote into a bar being drawn: the bar's part only, and no epoch's end
+        # TensorFlow's C++ logging can write into a bar still being drawn (its line has no "\n" yet):
+        # "...loss: 0.6931W0000 00:00:1795533745.29 12375 preemption_notifier.cc:90] ..." read as an epoch
+        # with a metric "preemption_notifier.cc" of 90 and a loss of 0. The bar's part only, and no epoch's end.
+        glued = RUNTIME_PREFIX.search(rest) if "] " in rest else None
+        if glued:
             rest, end = rest[:glued.start()], "\r"
         metrics = parse_metrics(rest)
         if not metrics:

@@ -90,11 +90,9 @@ class Run(RunReading, Supervisor, TaskControl):
         check_script(self.script)
         self.python = find_python(python)
         self.args, self.user_env = shlex.split(args) if isinstance(args, str) else list(args or []), dict(env or {})
-        policy.check_options(on_failure, timeout, stall_after)
-        self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
+        self._keep_policy(timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace, stall_after)
         self.logdir = (self.cwd / logdir).resolve() if logdir else None  # event files there too (tensorboard.py)
-        self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
-        self.stop_grace, self.gpus, self.chief_grace = stop_grace, gpus, chief_grace  # grace: engine/roles.py
+        self.gpus = gpus
         self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
         self.launcher.check()
         self._make_folder(runs_dir, files, keep_lines)
@@ -102,6 +100,14 @@ class Run(RunReading, Supervisor, TaskControl):
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/record.py).
         self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
         self._init_progress()
+
+    def _keep_policy(self, timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace,
+                     stall_after) -> None:
+        """What the failure policy (engine/policy.py) and the supervisor read, checked first."""
+        policy.check_options(on_failure, timeout, stall_after)
+        self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
+        self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
+        self.stop_grace, self.chief_grace = stop_grace, chief_grace  # grace: engine/roles.py
 
     def _make_folder(self, runs_dir, files, keep_lines: int) -> None:
         """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json."""

@@ -93,13 +93,21 @@ def threads(text: str) -> list[list[tuple[str, int, str]]]:
     return found
 
 
+def main_thread(stacks: list) -> list | None:
+    """The main thread of a dump's `threads`: the one that runs the bootstrap (its outermost frame), else the longest."""
+    return next((s for s in stacks if s and s[-1][0].endswith("bootstrap.py")), None) or max(stacks, key=len, default=None)
+
+
+def user_frame(main: list, user_files: tuple = ()) -> tuple | None:
+    """The innermost (file, line, function) of a thread's frames in the user's files, or None."""
+    names = tuple(str(f) for f in user_files)
+    return next((f for f in main if names and f[0].endswith(names)), None)
+
+
 def blocked_at(text: str, user_files: tuple = ()) -> str | None:
     """Where the main thread waits: its innermost frame in the user's files, else its innermost frame."""
-    stacks = threads(text)
-    # The main thread is the one that runs the bootstrap (outermost frame); else the longest.
-    main = next((s for s in stacks if s and s[-1][0].endswith("bootstrap.py")), None) or max(stacks, key=len, default=None)
+    main = main_thread(threads(text))
     if not main:
         return None
-    names = tuple(str(f) for f in user_files)
-    frame = next((f for f in main if names and f[0].endswith(names)), None) or main[0]
+    frame = user_frame(main, user_files) or main[0]
     return f"{frame[0].rpartition('/')[2]} line {frame[1]}, in {frame[2]}"

@@ -24,6 +24,8 @@ CONSEQUENCES = ("UnavailableError", "CancelledError", "AbortedError", "DeadlineE
 SAME_STEPS = ("every task must run the same number of steps: in model.fit, repeat() the dataset and give every task "
               "the same steps_per_epoch, or use drop_remainder=True with equal shards; in a custom loop, the same "
               "number of iterations")
+SAME_COLLECTIVES = ("Every task must run the same collectives in the same order: code under `if task_index == 0` "
+                    "must not call fit, evaluate, save or strategy.reduce unless every task does")
 # When every task had run all the steps its fit planned, the extra collective came after training.
 SAME_AFTER = ("After training too, every task must run the same collectives: code under `if task_index == 0` (or "
               "any one task) must not call evaluate, save, a checkpoint or strategy.reduce unless every task does "
@@ -132,12 +134,15 @@ def _mismatch(tasks: list["Task"], current: list[Diagnosis], now: float) -> Diag
         chief = next((t for _, t in seen if t.is_chief), None)  # chief-only code (save, evaluate, reduce): the usual
         named = tasks[told] if told is not None else chief or seen[0][1]
         places = "; ".join(f"{tasks[p].id} in {frame}" for p, frame in sorted(frames.items()))
-        message = (f"the tasks took different code paths ({places}): {said}. Every task must run the same "
-                   f"collectives in the same order: code under `if task_index == 0` must not call fit, evaluate, "
-                   f"save or strategy.reduce unless every task does")
+        message = f"the tasks took different code paths ({places}): {said}. {SAME_COLLECTIVES}"
     else:
         named, message = _same_line(tasks, told, said)
     return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines))
+
+
+def _places(tasks: list["Task"]) -> str:
+    """Where each task was, as far as its output told."""
+    return "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
 
 
 def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task", str]:
@@ -146,7 +151,7 @@ def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task"
     plans = [(t.metrics.steps_per_epoch, t.metrics.total_epochs) for t in tasks]
     if all(all(plan) for plan in plans) and len(set(plans)) == 1:
         chief = next((t for t in tasks if t.is_chief), tasks[0])  # callbacks given to the chief alone: the usual
-        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
+        places = _places(tasks)
         return tasks[told] if told is not None else chief, (
             f"the tasks planned the same steps (an epoch is {plans[0][0]} steps on every task) but ran different "
             f"collectives inside model.fit ({places}): {said}. A callback that only some tasks have calls the "
@@ -163,7 +168,7 @@ def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task"
                            enumerate(zip(per_epoch, tasks)))
         places = f"an epoch is {counts}, as their progress bars say"
     else:
-        places = "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
+        places = _places(tasks)
     return tasks[told] if told is not None else fewest, \
         f"the tasks ran different numbers of steps ({places}): {said}; {SAME_STEPS}"
 
@@ -226,7 +231,7 @@ def culprits(dumps: dict[int, str]) -> list[int]:
     code, or in a library it called): the others wait for them in a collective."""
     found = []
     for position, text in sorted(dumps.items()):
-        main = _main_thread(stack_dumps.threads(text))
+        main = stack_dumps.main_thread(stack_dumps.threads(text))
         if main and not main[0][0].startswith("<") and not any(p in main[0][0] for p in _FRAMEWORK):
             found.append(position)
     return found
@@ -249,24 +254,13 @@ def collective_hang(tasks: list["Task"], dumps: dict[int, str], user_files: tupl
         return Diagnosis("uneven_steps", early.position,
                          f"{early.id} finished its training loop and exited normally while the others still wait "
                          f"for it in a collective {waited}: {SAME_STEPS}", evidence=evidence)
-    lines = {p: _user_frame(text, user_files) for p, text in dumps.items()}
+    lines = {p: stack_dumps.user_frame(stack_dumps.main_thread(stack_dumps.threads(text)) or [], user_files)
+             for p, text in dumps.items()}
     if len(dumps) > 1 and None not in lines.values() and len(set(lines.values())) > 1:
         named = next((tasks[p] for p in dumps if tasks[p].is_chief), tasks[min(dumps)])
         return Diagnosis("uneven_steps", named.position,
-                         f"the tasks wait in different collectives {waited}: they took different code paths. Every "
-                         f"task must run the same collectives in the same order: code under `if task_index == 0` "
-                         f"must not call fit, evaluate, save or strategy.reduce unless every task does",
-                         evidence=evidence)
+                         f"the tasks wait in different collectives {waited}: they took different code paths. "
+                         f"{SAME_COLLECTIVES}", evidence=evidence)
     return None
 
 
-def _user_frame(text: str, user_files: tuple) -> tuple | None:
-    """The innermost frame of the main thread in the user's files (file, line), or None."""
-    main = _main_thread(stack_dumps.threads(text)) or []
-    names = tuple(str(f) for f in user_files)
-    return next(((f[0], f[1]) for f in main if names and f[0].endswith(names)), None)
-
-
-def _main_thread(stacks: list) -> list | None:
-    """The thread that runs the bootstrap (its outermost frame), else the longest: as stacks.blocked_at."""
-    return next((s for s in stacks if s and s[-1][0].endswith("bootstrap.py")), None) or max(stacks, key=len, default=None)

@@ -53,15 +53,16 @@ def diagnoses_html(diagnoses) -> str:
             f'margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>')
 
 
-def overview_html(run, diagnoses, badge=badge) -> str:
-    """`run` is a RunSnapshot (engine/snapshot.py): a live run's or a past run's."""
+def overview_html(run, diagnoses, badge=badge, session_memory: bool = True) -> str:
+    """`run` is a RunSnapshot (engine/snapshot.py): a live run's or a past run's. `session_memory`: the line of
+    the session's memory under the table (the published account of an ended run leaves it out)."""
     marked = {d.task for d in diagnoses}
     head = "".join(f"<th>{name}</th>" for name in COLUMNS)
     many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
     ordered = by_importance(run.workers, marked) if many else run.workers
     rows = "".join(_row(task, task.position in marked, badge) for task in ordered)
     # The session's memory against its limit (not under a past run: that would be today's, not the run's).
-    memory = "" if run.past else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
+    memory = "" if run.past or not session_memory else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
     body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' + memory
     if not many:
         return '<table class="kwnb-overview">' + body

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import re
 
 from .overview import OVERVIEW_CSS, badge, diagnoses_html, overview_html
 
@@ -29,10 +28,6 @@ STATIC_CSS = (f".{STATIC_CLASS} .kwnb-overview th,.{STATIC_CLASS} .kwnb-overview
 # every published run carries them in the page and the .ipynb. About 30 ms, once, when the run ends.
 # (Median cut keeps the white background exactly white; the fast octree made it 254, a grey box on a page.)
 PALETTE_COLOURS = 64
-# The overview's line of the session's memory: read when drawn, so on an ended run's page it would
-# tell the machine's memory at the end (the kernel's and whatever else ran), not the run's; the
-# table's "peak" column is the run's own.
-SESSION_MEMORY = re.compile(r'<div class="kwnb-overview-memory">[^<]*</div>')
 
 
 def title_html(snapshot) -> str:
@@ -96,8 +91,9 @@ def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = 
 
 
 def overview(snapshot) -> str:
-    table = overview_html(snapshot, snapshot.diagnoses)
-    return SESSION_MEMORY.sub("", table) if snapshot.done else table
+    # The session's memory line is read when drawn: on an ended run's page it would tell the machine's memory
+    # at the end (the kernel's and whatever else ran), not the run's; the table's "peak" column is the run's own.
+    return overview_html(snapshot, snapshot.diagnoses, session_memory=not snapshot.done)
 
 
 def pre_text(text: str) -> str:

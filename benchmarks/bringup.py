@@ -397,7 +397,7 @@ def rows(data: dict, cfg, throughput: dict | None = None) -> tuple[list[dict], l
         if unset:
             findings.append(
                 f"Worker.port_open_at stayed None for at least one worker in {unset} of {len(launched)} kwnb.launch runs "
-                "although the port did open (the probe saw it): Task.observe (kwnb/engine/task.py) stops probing the port as "
+                "although the port did open (the probe saw it): Task.observe (kwnb/engine/tasks/task.py) stops probing the port as "
                 "soon as the worker has printed a line (TensorFlow logs before it starts its server), so port_open_at "
                 "is only set when the port opens before any output.")
     findings += _bootstrap_finding(samples)

@@ -9,7 +9,7 @@ are in kwnb itself and no longer here.
 
 Before: Dashboard._refresh_curves built a new matplotlib figure and called savefig (which draws it
 twice, constrained layout each time) every CURVES_SECONDS (1.5 s) while the chief reported steps:
-the largest share of the kernel's CPU while it trained. Now (kwnb/plotting.py LiveCurves) the figure
+the largest share of the kernel's CPU while it trained. Now (kwnb/pictures/plotting.py LiveCurves) the figure
 is kept, drawn once, laid out only when tick labels change length, and the redraw interval grows
 if the curves would take more than CURVES_CPU_SHARE of a core. Without a dashboard, or for a worker
 that prints no Keras progress (no curves to draw), both sides run the same code.
@@ -26,7 +26,7 @@ class NewFigureEachRedraw:
         self.title = title
 
     def png(self, series: dict) -> bytes | None:
-        from kwnb.plotting import curves_figure, png_bytes
+        from kwnb.pictures.plotting import curves_figure, png_bytes
 
         figure = curves_figure(series, title=self.title)
         return None if figure is None else png_bytes(figure)

@@ -1,4 +1,4 @@
-"""Section 5: where kwnb's own time goes, and what the live curves (kwnb/plotting.py LiveCurves) saved.
+"""Section 5: where kwnb's own time goes, and what the live curves (kwnb/pictures/plotting.py LiveCurves) saved.
 
 a. The supervisor's cost with N idle workers (workloads/idle.py sleeps; no output, no TensorFlow):
    this process's CPU seconds per second of run.
@@ -49,11 +49,11 @@ def supervisor(cfg, workdir: Path, errors: list[str]) -> list[dict]:
 
 
 def _parse_costs(text_path: Path, lines: int) -> dict:
-    """What Task.apply does with each chunk of a log (kwnb/engine/task.py), part by part."""
-    from kwnb.engine import tf_messages
-    from kwnb.engine.follow import FileFollower
-    from kwnb.engine.metrics import MetricsParser
-    from kwnb.engine.screen import TerminalScreen
+    """What Task.apply does with each chunk of a log (kwnb/engine/tasks/task.py), part by part."""
+    from kwnb.engine.readers import tf_messages
+    from kwnb.engine.readers.follow import FileFollower
+    from kwnb.engine.readers.metrics import MetricsParser
+    from kwnb.engine.readers.screen import TerminalScreen
 
     follower, screen, parser = FileFollower(text_path), TerminalScreen(300), MetricsParser()
     scanner = tf_messages.TfLogScanner()
@@ -113,7 +113,9 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
 KERNEL_HOOK = r"""
 import functools as _functools
 from kwnb.notebook import dashboard as _kd
-from kwnb.engine import run as _kr, task as _kt, metrics as _km, screen as _ks, follow as _kf
+from kwnb.engine.live import run as _kr
+from kwnb.engine.tasks import task as _kt
+from kwnb.engine.readers import metrics as _km, screen as _ks, follow as _kf
 from kwnb.backends import local as _kl
 _kprof, _kprof_saved = {}, []
 def _kprof_wrap(owner, name, label):
@@ -144,14 +146,14 @@ print(json.dumps(_kprof))
 
 # (class, function, label); nested: Run._supervise contains Run._refresh, which contains the rest.
 KERNEL_FUNCTIONS = [
-    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/engine/run.py)"),
-    ("Run", "_refresh", "  Run._refresh (kwnb/engine/run.py)"),
+    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/engine/live/run.py)"),
+    ("Run", "_refresh", "  Run._refresh (kwnb/engine/live/run.py)"),
     ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
-    ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/engine/follow.py)"),
-    ("TerminalScreen", "feed_text", "    TerminalScreen.feed_text (kwnb/engine/screen.py)"),
-    ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/engine/metrics.py)"),
-    ("Task", "observe", "    Task.observe: log reads, poll, port probe (kwnb/engine/task.py)"),
-    ("Run", "_finish", "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/run.py)"),
+    ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/engine/readers/follow.py)"),
+    ("TerminalScreen", "feed_text", "    TerminalScreen.feed_text (kwnb/engine/readers/screen.py)"),
+    ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/engine/readers/metrics.py)"),
+    ("Task", "observe", "    Task.observe: log reads, poll, port probe (kwnb/engine/tasks/task.py)"),
+    ("Run", "_finish", "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/run.py)"),
     ("Dashboard", "refresh", "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),
     ("Dashboard", "_refresh_curves", "  Dashboard._refresh_curves: matplotlib PNG (kwnb/notebook/dashboard.py)"),
 ]

@@ -23,22 +23,22 @@ def __getattr__(name):
 
         return getattr(api, name)
     if name == "open_run":
-        from .engine.past import open_run
+        from .engine.records.past import open_run
 
         return open_run
     if name == "Run":
-        from .engine.run import Run
+        from .engine.live.run import Run
 
         return Run
     if name == "Task" or name in _class_aliases():
-        from .engine.task import Task
+        from .engine.tasks.task import Task
 
         return Task
     raise AttributeError(f"module 'kwnb' has no attribute {name!r}")
 
 
 def _class_aliases() -> dict:
-    from .engine.compat import CLASS_ALIASES
+    from .engine.records.compat import CLASS_ALIASES
 
     return CLASS_ALIASES
 

@@ -1,14 +1,14 @@
 """The public entry points, `kwnb.launch`, `kwnb.get_run` and `kwnb.runs`: the engine's registry,
-plus what every run started this way leaves in its folder at the end (kwnb/outputs.py).
+plus what every run started this way leaves in its folder at the end (kwnb/pictures/outputs.py).
 """
 from __future__ import annotations
 
 import os
 
-from .engine.registry import get_run, runs
-from .engine.registry import launch as _launch
-from .engine.run import Run
-from .outputs import write_outputs
+from .engine.live.registry import get_run, runs
+from .engine.live.registry import launch as _launch
+from .engine.live.run import Run
+from .pictures.outputs import write_outputs
 
 __all__ = ["launch", "get_run", "runs"]
 

@@ -7,11 +7,11 @@ import os
 import sys
 import time
 
-from .engine.cluster import tf_configs
-from .engine.follow import FileFollower
-from .engine.screen import TerminalScreen
-from .engine.status import Status
-from .engine.tf_messages import is_runtime_line
+from .engine.live.cluster import tf_configs
+from .engine.readers.follow import FileFollower
+from .engine.readers.screen import TerminalScreen
+from .engine.tasks.status import Status
+from .engine.readers.tf_messages import is_runtime_line
 from .errors import KwnbError
 from .export import add_export_arguments, export_options, export_run, write_manifest
 from .options import add_launch_arguments, launch_options
@@ -47,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def past_command(args) -> int:
-    """`kwnb runs [--all]` and `kwnb show RUN`: what engine/past.py reads from the run folders."""
-    from .engine.past import list_runs, listing_line, no_runs_line, open_run
+    """`kwnb runs [--all]` and `kwnb show RUN`: what engine/records/past.py reads from the run folders."""
+    from .engine.records.past import list_runs, listing_line, no_runs_line, open_run
 
     if args.command == "runs":
         listings = list_runs(newest_per_name=not args.all)
@@ -134,7 +134,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "export":
         return export_command(args)
     if args.command == "doctor":
-        from .engine import doctor
+        from . import doctor
 
         found = doctor.checks(args.python)
         print(doctor.report(found))
@@ -147,7 +147,7 @@ def _main(argv: list[str] | None) -> int:
                 print(json.dumps(config))
             return 0
         from .api import launch
-        from .engine.tensorboard import use_tensorflow_stub
+        from .engine.readers.tensorboard import use_tensorflow_stub
 
         use_tensorflow_stub()  # reading event files then needs no TensorFlow in this process (0.2 s, not 2.5)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 
 from .backends import argument_dest, backend_arguments, backends, make_launcher
-from .engine.cluster import MAX_TASKS
-from .engine.policy import ON_FAILURE
-from .engine.roles import CHIEF_GRACE_SECONDS
+from .engine.live.cluster import MAX_TASKS
+from .engine.live.policy import ON_FAILURE
+from .engine.tasks.roles import CHIEF_GRACE_SECONDS
 from .errors import OptionError
 
 LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [

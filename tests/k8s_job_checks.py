@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from kwnb.engine import cluster
+from kwnb.engine.live import cluster
 from openapi_formats import FORMATS
 
 DATA = Path(__file__).parent / "data" / "k8s"

@@ -2,16 +2,16 @@
 default success policy decide a job, and tasks still running a grace period after it finished are stopped
 (a TFJob's CleanPodPolicy removes them).
 
-The rules are the failure policy's (engine/policy.py), a pure function of a View, tested here alone; one
+The rules are the failure policy's (engine/live/policy.py), a pure function of a View, tested here alone; one
 run on plain-Python tasks (a second or two) checks that the supervisor carries them out.
 """
 from __future__ import annotations
 
 from test_roles import launch_roles
 
-from kwnb.engine import policy
-from kwnb.engine.log import LOG_NAME
-from kwnb.engine.status import Status
+from kwnb.engine.live import policy
+from kwnb.engine.live.log import LOG_NAME
+from kwnb.engine.tasks.status import Status
 
 
 def task(name, status=Status.RUNNING, code=None, ended_at=None, role=None, training=True, stop_requested=False):

@@ -1,4 +1,4 @@
-"""kwnb.engine.cluster: which tasks a cluster has, where they listen and the TF_CONFIG each one is given."""
+"""kwnb.engine.live.cluster: which tasks a cluster has, where they listen and the TF_CONFIG each one is given."""
 from __future__ import annotations
 
 import json
@@ -7,17 +7,8 @@ import socket
 
 import pytest
 
-from kwnb.engine.cluster import (
-    MAX_TASKS,
-    TaskId,
-    address_of,
-    cluster_spec,
-    free_ports,
-    localhost_cluster,
-    plan_tasks,
-    tf_config,
-    tf_config_json,
-)
+from kwnb.engine.live.cluster import MAX_TASKS, TaskId, address_of, cluster_spec, localhost_cluster, plan_tasks, tf_config, tf_config_json
+from kwnb.machine.ports import free_ports
 
 
 @pytest.mark.parametrize("workers, message", [

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb.engine.cluster import free_ports
-from kwnb.engine.stacks import blocked_at, py_spy
+from kwnb.machine.ports import free_ports
+from kwnb.engine.diagnoses.stacks import blocked_at, py_spy
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -182,7 +182,7 @@ def test_blocked_at_reads_faulthandler_dumps():
 
 
 def test_the_culprit_is_the_task_whose_main_thread_is_outside_tensorflow():
-    from kwnb.engine.training_faults import culprits
+    from kwnb.engine.diagnoses.training_faults import culprits
 
     def dump(*innermost):
         frames = "".join(f'  File "{f}", line 1 in f\n' for f in innermost)
@@ -204,8 +204,8 @@ def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():
     """gRPC gives an IP; TF_CONFIG a name. Under Slurm two tasks share a port on different nodes."""
     from types import SimpleNamespace
 
-    from kwnb.engine.diagnose import _peers_named
-    from kwnb.engine.tf_messages import PeerUnavailable
+    from kwnb.engine.diagnoses.diagnose import _peers_named
+    from kwnb.engine.readers.tf_messages import PeerUnavailable
 
     def task(position, address, code=None):
         return SimpleNamespace(position=position, address=address, returncode=code, task_type="worker",

@@ -1,4 +1,4 @@
-"""`kwnb doctor` and `%kw_doctor` (kwnb/engine/doctor.py): the truth about this machine, inside a limited
+"""`kwnb doctor` and `%kw_doctor` (kwnb/doctor.py): the truth about this machine, inside a limited
 cgroup and under JupyterHub's variables, and a broken case that exits 1 with its fix."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from importlib import metadata
 from pathlib import Path
 
 from kwnb.backends import netns
-from kwnb.engine import doctor
-from kwnb.engine.limits import format_bytes, read_limits
+from kwnb import doctor
+from kwnb.machine.limits import format_bytes, read_limits
 from test_limits import _real_v1_group as real_v1_group  # a real cgroup v1 group, made as root (or a skip)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,10 +18,11 @@ import kwnb
 from kwnb.backends import warm as warm_pool
 from kwnb.backends.base import BOOTSTRAP
 from kwnb.backends.local import LocalLauncher
-from kwnb.engine import diagnose, policy
-from kwnb.engine.log import LOG_NAME
-from kwnb.engine.run import Run
-from kwnb.engine.status import Status
+from kwnb.engine.diagnoses import diagnose
+from kwnb.engine.live import policy
+from kwnb.engine.live.log import LOG_NAME
+from kwnb.engine.live.run import Run
+from kwnb.engine.tasks.status import Status
 from kwnb.errors import LaunchError, NotPossible
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -221,7 +222,7 @@ def test_event_files_kwnb_cannot_read_become_notes_the_user_sees(tmp_path, monke
     assert len(said) == 1 and "pip install tensorboard" in said[0], run.notes
     assert said[0] in run.summary() and said[0] in (run.dir / LOG_NAME).read_text()
     # A file given up on is said once too, however many polls follow.
-    from kwnb.engine.tensorboard import TensorBoardScalars
+    from kwnb.engine.readers.tensorboard import TensorBoardScalars
 
     reader, notes = TensorBoardScalars([tmp_path / "empty"], since=0.0), []
     reader.unreadable[tmp_path / "x.tfevents"] = "DataLossError: truncated record"

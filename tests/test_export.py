@@ -19,8 +19,8 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from kwnb import cli
-from kwnb.engine import registry
-from kwnb.engine.run import Run
+from kwnb.engine.live import registry
+from kwnb.engine.live.run import Run
 from kwnb.export import export_run
 from kwnb.task.runfolder import find_run_dir
 from openapi_formats import FORMATS

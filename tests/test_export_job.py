@@ -22,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from kwnb import cli
-from kwnb.engine.run import Run
+from kwnb.engine.live.run import Run
 from kwnb.export import EXPORT_ARGUMENTS, export_run, job, tfjob
 from k8s_job_checks import (DATA, VALIDATORS, by_kind, check_manifest, engine_tf_config, problems, run_pod,
                              schema_errors)

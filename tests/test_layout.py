@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kwnb.engine import cluster
+from kwnb.engine.live import cluster
 from kwnb.task import slurm_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def test_no_import_cycles():
 
 def test_the_checks_see_imports():
     """The graph the cycle test walks is not empty: it finds imports known to be there."""
-    assert "kwnb.engine.task" in kwnb_imports("kwnb.engine.run")
+    assert "kwnb.engine.tasks.task" in kwnb_imports("kwnb.engine.live.run")
     assert "kwnb.task.runfolder" in kwnb_imports("kwnb.task.report")
     assert ("IPython.core.magic.Magics", True) in imports_of(MODULES["kwnb.notebook.magics"])
 
@@ -162,7 +162,7 @@ def test_load_ext_imports_neither_matplotlib_nor_ipywidgets():
 
 
 # The modules that are Run and Task: only they touch their private attributes.
-OWNERS = ("kwnb.engine.run", "kwnb.engine.supervisor", "kwnb.engine.control", "kwnb.engine.reading", "kwnb.engine.task")
+OWNERS = ("kwnb.engine.live.run", "kwnb.engine.live.supervisor", "kwnb.engine.live.control", "kwnb.engine.records.reading", "kwnb.engine.tasks.task")
 
 
 def private_names_of_run_and_task() -> set[str]:

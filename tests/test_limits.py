@@ -1,4 +1,4 @@
-"""The session's limits (kwnb/engine/limits.py): cgroup v1 and v2 layouts as they are on disk, the
+"""The session's limits (kwnb/machine/limits.py): cgroup v1 and v2 layouts as they are on disk, the
 JupyterHub variables, and a real cgroup v1 group made by the test where the machine allows it."""
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kwnb.engine import limits
+from kwnb.machine import limits
 
 GiB = 1 << 30
 
@@ -123,7 +123,7 @@ def test_a_real_cgroup_v1_group_with_2_gib_and_one_cpu():
         (memory / "memory.limit_in_bytes").write_text(str(2 * GiB))
         (cpu / "cpu.cfs_period_us").write_text("100000")
         (cpu / "cpu.cfs_quota_us").write_text("100000")
-        code = ("import json, sys; from kwnb.engine import limits; found = limits.read_limits({}); "
+        code = ("import json, sys; from kwnb.machine import limits; found = limits.read_limits({}); "
                 "print(json.dumps([found.memory, found.memory_source, found.cpus, found.cpus_source, "
                 "found.memory_used, limits.oom_kills(found.cgroup)]))")
         script = f'echo $$ > {memory}/cgroup.procs && echo $$ > {cpu}/cgroup.procs && exec "$0" -c "$1"'

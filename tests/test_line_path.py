@@ -1,4 +1,4 @@
-"""The per-line path's shortcuts (engine/screen.py's plain bursts, tf_messages.count_runtime_lines) give
+"""The per-line path's shortcuts (engine/readers/screen.py's plain bursts, tf_messages.count_runtime_lines) give
 the same answers as rendering and testing every line one by one, on real logs cut anywhere."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from chunking import random_chunks
-from kwnb.engine import tf_messages as tf
-from kwnb.engine.screen import TerminalScreen, render_line
+from kwnb.engine.readers import tf_messages as tf
+from kwnb.engine.readers.screen import TerminalScreen, render_line
 
 DATA = Path(__file__).parent / "data"
 LOGS = sorted(p.relative_to(DATA).as_posix() for p in [*DATA.glob("*.log"), *DATA.glob("tf-2.21/*.log")])

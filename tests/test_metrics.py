@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb.engine import metrics as metrics_module
-from kwnb.engine.follow import FileFollower
+from kwnb.engine.readers import metrics as metrics_module
+from kwnb.engine.readers.follow import FileFollower
 from chunking import random_chunks
-from kwnb.engine.metrics import MetricsParser, parse_metrics
+from kwnb.engine.readers.metrics import MetricsParser, parse_metrics
 from kwnb.task.runfolder import RunFolder
 
 DATA = Path(__file__).parent / "data"

@@ -24,7 +24,7 @@ import pytest
 import kwnb
 import readable_copy
 from kwnb.backends import LaunchError, local, make_launcher, netns
-from kwnb.engine.cluster import plan_tasks
+from kwnb.engine.live.cluster import plan_tasks
 from kwnb.errors import OptionError
 from kwnb.options import add_launch_arguments, launch_options
 
@@ -101,7 +101,7 @@ NOTE_ONCE = """
 import json, os
 os.environ["KWNB_USERNET"] = "none"  # no user-mode networking: the default is then the host network
 from kwnb.backends import make_launcher
-from kwnb.engine.cluster import plan_tasks
+from kwnb.engine.live.cluster import plan_tasks
 seen = []
 for _ in range(3):
     launcher = make_launcher("local")

@@ -14,8 +14,8 @@ import numpy as np
 from PIL import Image
 
 import kwnb
-from kwnb.outputs import draw
-from kwnb.timeline import PHASE_COLOURS, timeline_data, timeline_live_png
+from kwnb.pictures.outputs import draw
+from kwnb.pictures.timeline import PHASE_COLOURS, timeline_data, timeline_live_png
 
 ROOT = Path(__file__).resolve().parent.parent
 BEHAVE = Path(__file__).parent / "scripts" / "behave.py"
@@ -30,7 +30,7 @@ for epoch in range(2):
 IN_FRESH_PYTHON = """
 import json, sys
 import kwnb
-from kwnb.outputs import drawing_plan
+from kwnb.pictures.outputs import drawing_plan
 run = kwnb.launch(sys.argv[1], n=2, name="fit", runs_dir=sys.argv[2], network="host", warm=False)
 run.wait(120)
 print(json.dumps({"dir": str(run.dir), "plan": drawing_plan(run), "codes": run.exit_codes, "notes": run.notes,
@@ -63,7 +63,7 @@ def test_pictures_drawn_in_a_subprocess_are_those_drawn_here(tmp_path):
 
 def fake_run(phases_by_task, ended_at=None):
     """A RunSnapshot (what every renderer reads) of tasks with these phases."""
-    from kwnb.engine.snapshot import RunSnapshot, TaskView
+    from kwnb.engine.records.snapshot import RunSnapshot, TaskView
     from kwnb.task.tf_config import TaskId
 
     tasks = tuple(TaskView(position=position, id=TaskId("worker", position), is_chief=position == 0,
@@ -79,10 +79,10 @@ def test_the_live_timeline_is_drawn_without_matplotlib_as_the_saved_one_is(monke
                     [(100.0, "starting"), (104.0, "training"), (111.0, "finished")]])
     data = timeline_data(run, now=115.0)
     assert json.loads(json.dumps(data)) == data  # plain data: what a subprocess is given
-    import kwnb.timeline
+    import kwnb.pictures.timeline
 
-    saved = pixels(io.BytesIO(kwnb.timeline.timeline_png(data)))
-    monkeypatch.setattr(kwnb.timeline, "timeline_figure", None)  # the live drawing must not need it
+    saved = pixels(io.BytesIO(kwnb.pictures.timeline.timeline_png(data)))
+    monkeypatch.setattr(kwnb.pictures.timeline, "timeline_figure", None)  # the live drawing must not need it
     live = pixels(io.BytesIO(timeline_live_png(data)))
     assert live.shape == saved.shape  # the same size: 8.4 in at 90 dpi, a lane's height per task
     height, width = live.shape[:2]

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 import kwnb
-from kwnb.engine.summary import overview_lines, rate_text
-from kwnb.engine.vitals import Vitals
+from kwnb.engine.records.summary import overview_lines, rate_text
+from kwnb.engine.tasks.vitals import Vitals
 from kwnb.notebook.dashboard import badge, fold_label, log_html
 from kwnb.notebook.overview import overview_html
-from kwnb.timeline import segments
+from kwnb.pictures.timeline import segments
 
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
 
@@ -90,7 +90,7 @@ def test_segments_follow_phases_across_a_restart():
 def test_an_ended_task_shows_its_rate_over_its_training_as_the_summary_does():
     """The overview showed "-" for the rate of every ended task (a past run's table had no rate at all),
     while the summary's table gave each task's steps per second over its training."""
-    from kwnb.engine.snapshot import RunSnapshot, TaskView
+    from kwnb.engine.records.snapshot import RunSnapshot, TaskView
     from kwnb.task.tf_config import TaskId
 
     tasks = tuple(TaskView(position=i, id=TaskId("worker", i), is_chief=i == 0, status="finished", phase="finished",

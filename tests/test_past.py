@@ -1,5 +1,5 @@
-"""Past runs read back from their folders (engine/past.py), the snapshot views render from
-(engine/snapshot.py), and the dashboard drawn from it while the supervisor is stuck.
+"""Past runs read back from their folders (engine/records/past.py), the snapshot views render from
+(engine/records/snapshot.py), and the dashboard drawn from it while the supervisor is stuck.
 
 Plain-Python workers (tests/scripts/behave.py, report_epochs.py): the folder format and the
 readers are what is tested; a real TensorFlow run reopened after a kernel restart is in
@@ -21,8 +21,8 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import kwnb
-from kwnb.engine.past import UnreadableRun, list_runs
-from kwnb.engine.snapshot import RunSnapshot
+from kwnb.engine.records.past import UnreadableRun, list_runs
+from kwnb.engine.records.snapshot import RunSnapshot
 
 SCRIPTS = Path(__file__).parent / "scripts"
 HISTORY_NAME = "history.json"
@@ -314,12 +314,12 @@ def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path,
     assert run.done
 
 
-READERS = ["engine/snapshot.py", "engine/past.py", "engine/record.py", "engine/summary.py", "timeline.py", "plotting.py",
-           "outputs.py", "notebook/dashboard.py", "notebook/overview.py", "notebook/static.py", "notebook/runs_magic.py"]
+READERS = ["engine/records/snapshot.py", "engine/records/past.py", "engine/records/record.py", "engine/records/summary.py", "pictures/timeline.py", "pictures/plotting.py",
+           "pictures/outputs.py", "notebook/dashboard.py", "notebook/overview.py", "notebook/static.py", "notebook/runs_magic.py"]
 
 
 def test_readers_import_nothing_from_run_py():
-    """Views render a snapshot: none of them imports engine/run.py, not even for type hints."""
+    """Views render a snapshot: none of them imports engine/live/run.py, not even for type hints."""
     import ast
 
     package = Path(kwnb.__file__).parent
@@ -328,7 +328,7 @@ def test_readers_import_nothing_from_run_py():
         for node in ast.walk(ast.parse((package / name).read_text())):
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""] + [f"{node.module or ''}.{alias.name}" for alias in node.names]
-                if any(n.split(".")[-2:] in (["engine", "run"],) or n in ("run", ".run") or
+                if any(n.split(".")[-2:] in (["engine", "run"], ["live", "run"]) or n in ("run", ".run") or
                        (node.level and n.lstrip(".") == "run") for n in names):
                     offenders.append(f"{name}: from {'.' * node.level}{node.module or ''} import ...")
             elif isinstance(node, ast.Import) and any(alias.name.endswith("engine.run") for alias in node.names):

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from kwnb.notebook import dashboard
-from kwnb.plotting import LiveCurves, curves_figure, png_bytes
+from kwnb.pictures.plotting import LiveCurves, curves_figure, png_bytes
 
 
 def series(steps: int, scale: float = 1.0, epochs: int = 0, val: bool = False) -> dict:
@@ -73,7 +73,7 @@ def test_slow_curves_are_redrawn_less_often(cost, gap):
 FIRST_REDRAW = """
 import sys, time, types
 from pathlib import Path
-from kwnb.engine.snapshot import RunSnapshot, TaskView
+from kwnb.engine.records.snapshot import RunSnapshot, TaskView
 from kwnb.notebook import dashboard
 from kwnb.task.tf_config import TaskId
 

@@ -19,13 +19,13 @@ import pytest
 
 import kwnb
 from kwnb import cli
-from kwnb.engine import roles
-from kwnb.engine.cluster import MAX_TASKS, plan_tasks, tf_configs
-from kwnb.engine.evaluation import EvaluationParser
-from kwnb.engine.summary import overview_lines
+from kwnb.engine.tasks import roles
+from kwnb.engine.live.cluster import MAX_TASKS, plan_tasks, tf_configs
+from kwnb.engine.readers.evaluation import EvaluationParser
+from kwnb.engine.records.summary import overview_lines
 from kwnb.errors import NotPossible, OptionError
 from kwnb.options import launch_options
-from kwnb.plotting import curve_lines, run_series
+from kwnb.pictures.plotting import curve_lines, run_series
 from kwnb.task import sidecar
 from kwnb.task.tf_config import TaskId
 

@@ -22,7 +22,7 @@ from IPython.testing.globalipapp import start_ipython
 import kwnb
 import slurm_netns
 import slurm_support
-from kwnb.engine.stacks import blocked_at
+from kwnb.engine.diagnoses.stacks import blocked_at
 from kwnb.slurm import SlurmLauncher
 from waiting import wait_until
 

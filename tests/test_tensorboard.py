@@ -24,8 +24,8 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import kwnb
-from kwnb.engine.metrics import MetricsParser
-from kwnb.engine.tensorboard import TensorBoardScalars, event_folders, metric_of
+from kwnb.engine.readers.metrics import MetricsParser
+from kwnb.engine.readers.tensorboard import TensorBoardScalars, event_folders, metric_of
 
 pytest.importorskip("tensorboard", reason="tensorboard is not installed (the tf extra brings it)")
 HOUR = 3600.0
@@ -205,7 +205,7 @@ def test_without_tensorboard_nothing_is_read_and_it_says_why(tf, tmp_path):
     since = time.time()
     Writer(tf, tmp_path / "logs").write(("epoch_loss", 0, 0.5))
     code = ("import sys; sys.modules['tensorboard'] = None\n"
-            "from kwnb.engine.tensorboard import TensorBoardScalars\n"
+            "from kwnb.engine.readers.tensorboard import TensorBoardScalars\n"
             f"reader = TensorBoardScalars([{str(tmp_path)!r}], {since!r})\n"
             "print(reader.poll(), reader.poll(), reader.unavailable)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
@@ -377,7 +377,7 @@ def test_tensorboard_ends_when_its_kernel_is_killed(tmp_path):
 def test_tensorflow_stub_reads_the_same_rows_without_importing_tensorflow(keras_logs):
     folder, since, history = keras_logs
     code = ("import sys, json\n"
-            "from kwnb.engine.tensorboard import TensorBoardScalars, use_tensorflow_stub\n"
+            "from kwnb.engine.readers.tensorboard import TensorBoardScalars, use_tensorflow_stub\n"
             "assert use_tensorflow_stub()\n"
             f"epochs, steps = TensorBoardScalars([{str(folder)!r}], {since!r}).poll()\n"
             "print(json.dumps([epochs, len(steps), 'tensorflow' in sys.modules]))")

@@ -1,4 +1,4 @@
-"""kwnb.engine.screen: a byte stream rendered as a terminal shows it, whatever the chunking."""
+"""kwnb.engine.readers.screen: a byte stream rendered as a terminal shows it, whatever the chunking."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from chunking import random_chunks
-from kwnb.engine.screen import TerminalScreen, render_line
+from kwnb.engine.readers.screen import TerminalScreen, render_line
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ["keras_verbose1.log", "keras_verbose2.log"]

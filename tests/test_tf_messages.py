@@ -1,4 +1,4 @@
-"""kwnb/engine/tf_messages.py against real TF 2.21 logs (tests/data/tf-2.21/, see its README.md)."""
+"""kwnb/engine/readers/tf_messages.py against real TF 2.21 logs (tests/data/tf-2.21/, see its README.md)."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,7 +13,7 @@ import pytest
 from chunking import random_chunks
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "kwnb" / "engine" / "tf_messages.py"
+MODULE = ROOT / "kwnb" / "engine" / "readers" / "tf_messages.py"
 DATA = Path(__file__).parent / "data" / "tf-2.21"
 USER_FILES = ("train.py", "keras3.py", "own_tf_config.py", "loop.py", "data_fit.py", "hog.py")  # the capture's scripts, matched by name
 
@@ -21,7 +21,7 @@ USER_FILES = ("train.py", "keras3.py", "own_tf_config.py", "loop.py", "data_fit.
 def _load():
     """The module by its package name, or by its path while kwnb/ is being restructured."""
     try:
-        from kwnb.engine import tf_messages
+        from kwnb.engine.readers import tf_messages
         return tf_messages
     except ImportError:
         spec = importlib.util.spec_from_file_location("tf_messages_under_test", MODULE)
@@ -253,7 +253,7 @@ def test_input_exhausted_in_a_custom_loop_is_end_of_sequence():
 
 
 def test_nan_loss_and_oom_leave_no_tensorflow_message():
-    """NaN is in the metrics (engine/metrics.py), an OOM kill in the cgroup's counter: the log says neither."""
+    """NaN is in the metrics (engine/readers/metrics.py), an OOM kill in the cgroup's counter: the log says neither."""
     for name in ("nan-loss-worker-0.log", "out-of-memory-worker-1.log"):
         assert not [e for e in scan(name) if isinstance(e, FAILURES)], name
     assert "loss: nan" in read("nan-loss-worker-0.log")
@@ -353,7 +353,7 @@ def test_cost_per_100k_lines(with_runtime):
 
 def test_module_imports_only_the_standard_library():
     code = (
-        # The engine's folder as a bare package: its modules load, kwnb/ and kwnb/engine/'s __init__ do not.
+        # The engine's folder as a bare package: its modules load, kwnb/ and the engine's __init__ do not.
         "import importlib, sys, types\n"
         "before = set(sys.modules)\n"
         f"package = types.ModuleType('m'); package.__path__ = [{str(MODULE.parent)!r}]; sys.modules['m'] = package\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb.engine import limits
+from kwnb.machine import limits
 from kwnb.task.runfolder import POSITION_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -173,9 +173,9 @@ def test_a_task_the_oom_killer_ends_is_out_of_memory_not_killed(tmp_path):
 
 def test_a_kill_from_outside_stays_killed_when_the_oom_counters_did_not_move(tmp_path):
     """The cheap half of telling them apart, without TensorFlow: a plain SIGKILL gives no OOM evidence."""
-    from kwnb.engine import oom
+    from kwnb.engine.diagnoses import oom
 
-    class Task:  # what oom reads of engine/task.py's Task
+    class Task:  # what oom reads of engine/tasks/task.py's Task
         alive, phase = True, "training"
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -210,7 +210,7 @@ DATA = Path(__file__).parent / "data" / "tf-2.21"
 
 def replay(tmp_path, *tasks):
     """Tasks that read a captured log each: (log name, exit code, seconds after 0 at which it ended)."""
-    from kwnb.engine.task import Task
+    from kwnb.engine.tasks.task import Task
     from kwnb.task.tf_config import TaskId
 
     made = []
@@ -226,7 +226,7 @@ def replay(tmp_path, *tasks):
 
 
 def test_the_rules_on_captured_logs(tmp_path):
-    from kwnb.engine import training_faults as training
+    from kwnb.engine.diagnoses import training_faults as training
 
     # The capture: worker 1 ran 25 steps and exited 0 at 6.0 s; the chief failed at 6.8 s ("Socket closed").
     chief, early = replay(tmp_path, ("uneven-steps-worker-0.log", 1, 6.8), ("uneven-steps-worker-1.log", 0, 6.0))
@@ -283,7 +283,7 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     is a hang: the stall is told as uneven_steps, on the task that finished."""
     from types import SimpleNamespace
 
-    from kwnb.engine.diagnose import stalled
+    from kwnb.engine.diagnoses.diagnose import stalled
 
     chief, early = replay(tmp_path, ("clean-worker-0.log", None, None), ("clean-worker-1.log", 0, 5.0))
     in_collective = ('Current thread 0x00007f00 (most recent call first):\n'

@@ -13,7 +13,7 @@ import pytest
 from kwnb.backends import warm as warm_module
 from kwnb.backends import warm_room
 from kwnb.backends.warm import Pool, key
-from kwnb.engine.limits import Limits
+from kwnb.machine.limits import Limits
 
 
 @pytest.fixture

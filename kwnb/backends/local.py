@@ -13,8 +13,8 @@ from typing import Callable
 
 import psutil
 
-from ..engine.cluster import free_ports
-from ..engine.limits import read_limits
+from ..machine.ports import free_ports
+from ..machine.limits import read_limits
 from ..errors import LaunchError, OptionError
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
@@ -70,7 +70,7 @@ class LocalProcess(TaskProcess):
         self._popen = popen
         self.pid = popen.pid
         self.warm = warm  # it started in a warm interpreter (backends/warm.py)
-        self.probe = probe  # a private network's: the engine is outside it and cannot connect (engine/task.py)
+        self.probe = probe  # a private network's: the engine is outside it and cannot connect (engine/tasks/task.py)
         self._descendants: dict[int, psutil.Process] = {}
         self._descendants_at = float("-inf")
 

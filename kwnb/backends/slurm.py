@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import OptionError
-from ..task.runfolder import (PER_TASK_ENV, SLURM_HEARTBEAT_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV,
-                              STACKS_SIGNAL_NAME, RunFolder)
+from ..task.runfolder import PER_TASK_ENV, SLURM_HEARTBEAT_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, STACKS_SIGNAL_NAME, RunFolder
 from ..task.slurm_env import expand_ranges
 from .base import BOOTSTRAP, Launcher, LaunchError, TaskLaunch, TaskProcess
 from .catalog import SLURM_ARGUMENTS

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import psutil
 
-from ..engine.limits import read_limits
+from ..machine.limits import read_limits
 from ..task.runfolder import PARENT_PID_ENV, PER_TASK_ENV, RUN_DIR_ENV
 from . import netns, warm_room
 from .base import TaskLaunch

@@ -1,5 +1,5 @@
 """How much warm pool this session has room for, and when: the pool's size from the session's own
-limits (kwnb/engine/limits.py: its cgroup, JupyterHub's MEM_LIMIT/CPU_LIMIT, else the machine's), and
+limits (kwnb/machine/limits.py: its cgroup, JupyterHub's MEM_LIMIT/CPU_LIMIT, else the machine's), and
 whether the CPUs are quiet enough to import TensorFlow beside other people's work.
 
 - Size: at most one interpreter per CPU the session may use (each import takes a CPU for 2-4 s, and a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from ..engine.limits import Limits, cgroup_of, format_bytes, read_limits
+from ..machine.limits import Limits, cgroup_of, format_bytes, read_limits
 
 # What a TensorFlow task takes once it trains: peak RSS 729 MB for each task of a small tf-keras
 # MultiWorkerMirroredStrategy fit here (tests/scripts/warm_probe.py, benchmarks/workloads/train.py,

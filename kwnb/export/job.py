@@ -14,8 +14,7 @@ from pathlib import Path
 from ..errors import OptionError
 from ..task import k8s_entry
 from ..task.runfolder import RunDescription
-from .kubernetes import (FlowList, check_image, check_namespace, check_workdir, configmap, container_command,
-                         derive_name, environment, mount_files, resources)
+from .kubernetes import FlowList, check_image, check_namespace, check_workdir, configmap, container_command, derive_name, environment, mount_files, resources
 
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 CONTAINER_NAME = "tensorflow"  # as in the TFJob, so that both exports read alike

@@ -8,8 +8,7 @@ import copy
 
 from ..errors import OptionError
 from ..task.runfolder import RunDescription
-from .kubernetes import (check_image, check_namespace, check_workdir, configmap, container_command, derive_name,
-                         environment, mount_files, resources)
+from .kubernetes import check_image, check_namespace, check_workdir, configmap, container_command, derive_name, environment, mount_files, resources
 
 # kwnb's task types as the TFJob spells its replica types, in the order the manifest lists them.
 REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}

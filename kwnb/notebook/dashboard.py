@@ -1,7 +1,7 @@
 """The live dashboard: a tab per task (status in words and colour, elapsed time, progress, log
 tail), a Stop button, and the chief's curves, redrawn from a background thread.
 
-Every redraw renders a RunSnapshot (engine/snapshot.py), an immutable copy the run hands out, so
+Every redraw renders a RunSnapshot (engine/records/snapshot.py), an immutable copy the run hands out, so
 no HTML or PNG is made while holding the run's lock. A past run (`kwnb.open_run`) gives the same
 snapshot from its folder, so it is shown by the same dashboard, drawn once.
 
@@ -23,11 +23,11 @@ import weakref
 
 import ipywidgets as widgets
 
-from ..engine.snapshot import LOG_LINES
-from ..engine.tf_messages import is_runtime_line
-from ..plotting import LiveCurves, load_drawing, run_series
-from ..timeline import timeline_data, timeline_live_png
-from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html  # noqa: F401 (re-exported)
+from ..engine.records.snapshot import LOG_LINES
+from ..engine.readers.tf_messages import is_runtime_line
+from ..pictures.plotting import LiveCurves, load_drawing, run_series
+from ..pictures.timeline import timeline_data, timeline_live_png
+from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html
 from .static import missing_html, static_html, title_html
 
 REFRESH_HZ = 4
@@ -84,7 +84,7 @@ def header_html(worker, diagnoses=()) -> str:
 class Dashboard:
     """Widgets showing one run, kept current by a thread until it ends; a past run is drawn once.
 
-    `source` is a Run or a past run (engine/past.py): anything with `snapshot()` and `done`."""
+    `source` is a Run or a past run (engine/records/past.py): anything with `snapshot()` and `done`."""
 
     def __init__(self, source, parent=None):
         self.run = source

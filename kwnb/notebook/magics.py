@@ -15,7 +15,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import Image, display
 
 from .. import api
-from ..engine.cluster import tf_configs
+from ..engine.live.cluster import tf_configs
 from ..errors import KwnbError
 from ..export import EXPORT_ARGUMENTS, export_options, export_run, write_manifest
 from ..options import LAUNCH_ARGUMENTS, launch_options
@@ -241,7 +241,7 @@ class KwnbMagics(Magics):
     def kw_doctor(self, line):
         """Check that a run can work here, and how well (as `kwnb doctor`): TensorFlow and its companions, the
         session's limits, whether a 2-worker run fits, the warm pool, the network; each warning with its fix."""
-        from ..engine import doctor
+        from .. import doctor
 
         print(doctor.report(doctor.checks(self._parse(self.kw_doctor, line).python)))
 
@@ -305,7 +305,7 @@ class KwnbMagics(Magics):
                 series[name] = {"epochs": history_rows(self.shell.user_ns[name])}
             else:
                 _run(name)  # raises the "no run named" error
-        from ..plotting import curves_figure, png_bytes
+        from ..pictures.plotting import curves_figure, png_bytes
 
         figure = curves_figure(series)
         if figure is None:
@@ -373,8 +373,8 @@ def load_ipython_extension(ipython) -> None:
     ipython.register_magics(PastRunMagics)
     # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard. By name, so
     # that loading the extension does not import the engine.
-    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.run", "Run", _display_run)
-    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.past", "PastRun", _display_run)
-    from ..engine.prewarm import prewarm
+    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.live.run", "Run", _display_run)
+    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.records.past", "PastRun", _display_run)
+    from ..engine.live.prewarm import prewarm
 
     prewarm()  # warm interpreters for a first `%%kw_worker ... -n 2` cell, within the session's limits

@@ -3,7 +3,7 @@
 Label, status in words, phase, epoch and step, step rate (recent; once ended, over its training, as
 the summary gives it), CPU and memory (the task's whole process tree, sampled once a second),
 restarts, and a marker where a diagnosis concerns the task; under the table, the session's memory
-against the limit that applies (engine/limits.py).
+against the limit that applies (machine/limits.py).
 Plain HTML with the theme's own colours (JupyterLab's --jp-* variables), so it reads in light and
 dark themes and at 700 px.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import html
 import time
 
-from ..engine.limits import read_limits
-from ..engine.summary import megabytes, rate_text
+from ..machine.limits import read_limits
+from ..engine.records.summary import megabytes, rate_text
 
 PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
@@ -54,7 +54,7 @@ def diagnoses_html(diagnoses) -> str:
 
 
 def overview_html(run, diagnoses, badge=badge, session_memory: bool = True) -> str:
-    """`run` is a RunSnapshot (engine/snapshot.py): a live run's or a past run's. `session_memory`: the line of
+    """`run` is a RunSnapshot (engine/records/snapshot.py): a live run's or a past run's. `session_memory`: the line of
     the session's memory under the table (the published account of an ended run leaves it out)."""
     marked = {d.task for d in diagnoses}
     head = "".join(f"<th>{name}</th>" for name in COLUMNS)

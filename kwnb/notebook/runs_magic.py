@@ -1,5 +1,5 @@
 """`%kw_runs` and `%kw_show`: the runs kept on disk, and any one of them shown as its dashboard, after a
-kernel restart as well (engine/past.py reads the folders)."""
+kernel restart as well (engine/records/past.py reads the folders)."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +21,7 @@ class PastRunMagics(Magics):
     def kw_runs(self, line):
         """The runs on disk (.kwnb/runs, or $KWNB_RUNS_DIR), newest first: name, when, status, tasks,
         duration. Without --all, the newest folder of each name (what %kw_show NAME opens)."""
-        from ..engine.past import list_runs, listing_line, no_runs_line
+        from ..engine.records.past import list_runs, listing_line, no_runs_line
 
         args = parse_argstring(self.kw_runs, line)
         listings = list_runs(newest_per_name=not args.all)
@@ -39,7 +39,7 @@ class PastRunMagics(Magics):
     @argument("run", help="a run name (its newest folder) or a run folder")
     def kw_show(self, line):
         """Show a run's dashboard: a run of this kernel live, a past one as it ended (kwnb.open_run)."""
-        from ..engine.past import open_run
+        from ..engine.records.past import open_run
         from .dashboard import dashboard_for
 
         ref = parse_argstring(self.kw_show, line).run

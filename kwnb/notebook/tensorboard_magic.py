@@ -215,7 +215,7 @@ def logdir_of(name: str | None, logdir: str | None) -> tuple[Path, str]:
         return path, str(logdir)
     if not name:
         raise UsageError("give a run name, or --logdir DIR")
-    from ..engine.tensorboard import event_folders
+    from ..engine.readers.tensorboard import event_folders
 
     roots, since, where = _run_roots(name)
     folders = event_folders(roots, since)

@@ -6,7 +6,7 @@ spelled here only, in standard-library code both sides can import.
 
     .kwnb/runs/NAME-YYYYmmdd-HHMMSS[-K]/
         run.json                 what was launched (RunDescription): export or launch it again later;
-                                 at the end, how it went ("result": engine/record.py, read by engine/past.py)
+                                 at the end, how it went ("result": engine/records/record.py, read by engine/records/past.py)
         history.json             the metric rows at the end (epochs and steps of each task)
         main.py, helpers.py      copies of the script and the %%kw_file modules, as they were
         <type>-<index>.log       each task's stdout and stderr, appended across restarts
@@ -47,7 +47,7 @@ PER_TASK_ENV = ("TF_CONFIG", POSITION_ENV, PARENT_PID_ENV)
 
 RUNS_DIR_ENV = "KWNB_RUNS_DIR"
 DESCRIPTION = "run.json"
-# run.json's "format": 1 (no key) what was launched; 2 adds "result" when the run ends (engine/record.py).
+# run.json's "format": 1 (no key) what was launched; 2 adds "result" when the run ends (engine/records/record.py).
 RUN_JSON_FORMAT = 2
 SUMMARY = "summary.txt"
 CURVES = "curves.png"

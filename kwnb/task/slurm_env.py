@@ -16,8 +16,7 @@ import sys
 import threading
 import time
 
-from .runfolder import (POSITION_ENV, RUN_DIR_ENV, SLURM_HEARTBEAT_ENV, SLURM_HEARTBEAT_STALE_ENV,
-                        SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, RunFolder)
+from .runfolder import POSITION_ENV, RUN_DIR_ENV, SLURM_HEARTBEAT_ENV, SLURM_HEARTBEAT_STALE_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, RunFolder
 from .tf_config import TaskId, cluster_spec
 from .tf_config import tf_config as _tf_config
 

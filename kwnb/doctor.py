@@ -1,0 +1,270 @@
+"""`kwnb doctor`: will a run work here, and how well? One line per check, ok or warn, each warning with its fix.
+
+What a workshop organiser runs on the hub's image before class, or a learner pastes into a question:
+the Python the tasks run; TensorFlow, tf-keras and TensorBoard and whether their versions match
+(checked in a subprocess of that Python, which imports them as a task would: this process imports no
+TensorFlow); the limits kwnb reads and where each comes from (machine/limits.py); whether a 2-worker
+run fits in the memory left; the warm pool; the network a run would get and why (backends/netns.py);
+where runs are written; Slurm, where `sbatch` is on the PATH.
+
+A warning that means a run could not work at all is `blocking`: `kwnb doctor` then exits 1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import KwnbError
+from .engine.live.inputs import find_python
+from .machine.limits import format_bytes, read_limits
+
+PROBE_TIMEOUT = 120.0  # seconds for the subprocess that imports TensorFlow (2-5 s here, 20 s on a loaded machine)
+TRAINING_MARGIN = 250 << 20  # a small model's training on top of the imports, per task (bytes)
+RUN_TASKS = 2  # the run doctor checks for: the default `-n 2`
+# Run by the tasks' Python, with the environment a task gets: imports as a task would, reports as JSON.
+PROBE = r"""
+import json, resource, sys, time
+from importlib import metadata
+found = {"python": sys.version.split()[0], "executable": sys.executable, "versions": {}, "errors": {}}
+for dist in ("tensorflow", "tensorflow-cpu", "tf-keras", "tensorboard", "keras"):
+    try:
+        found["versions"][dist] = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        pass
+start = time.monotonic()
+for module in ("tensorflow", "tf_keras"):
+    try:
+        __import__(module)
+    except BaseException as error:
+        found["errors"][module] = f"{type(error).__name__}: {error}".strip()[:300]
+found["import_seconds"] = time.monotonic() - start
+found["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print("KWNB-DOCTOR " + json.dumps(found))
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    topic: str  # "python", "tensorflow", "memory", ...
+    ok: bool
+    text: str
+    fix: str = ""  # for a warning: what to do about it
+    blocking: bool = False  # a run could not work until this is fixed
+
+    def lines(self) -> list[str]:
+        head = f"{'ok' if self.ok else 'warn':<5} {self.topic:<11} {self.text}"
+        return [head] + ([f"{'':17} fix: {self.fix}"] if self.fix and not self.ok else [])
+
+
+def checks(python: str | None = None, environ: dict | None = None) -> list[Check]:
+    """Every check, in the order they are shown. Takes a few seconds: the TensorFlow probe imports it."""
+    from .version import __version__
+
+    environ = dict(os.environ if environ is None else environ)
+    found = [Check("kwnb", True, f"{__version__} at {Path(__file__).resolve().parents[1]}")]
+    try:
+        executable = find_python(python)
+    except KwnbError as error:
+        return found + [Check("python", False, str(error), "give --python a Python on the PATH, or its full path", True)]
+    probe = probe_python(executable, environ)
+    found += python_checks(executable, probe)
+    limits = read_limits(environ)
+    found += limit_checks(limits)
+    found.append(fit_check(limits, probe))
+    found.append(pool_check(environ))
+    found.append(network_check(environ))
+    found.append(runs_dir_check())
+    slurm = slurm_check()
+    if slurm is not None:
+        found.append(slurm)
+    return found
+
+
+def probe_python(executable: str, environ: dict) -> dict:
+    """What the tasks' Python has installed and can import, as a task would (kwnb's task environment)."""
+    env = {**environ, "TF_USE_LEGACY_KERAS": "1", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("TF_CONFIG", None)
+    try:
+        done = subprocess.run([executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return {"failed": f"{type(error).__name__}: {error}"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("KWNB-DOCTOR "):
+            return json.loads(line.split(" ", 1)[1])
+    said = (done.stderr.strip().splitlines() or ["nothing"])[-1]
+    return {"failed": f"exit code {done.returncode}: {said}"}
+
+
+def _minor(version: str | None) -> str:
+    return ".".join((version or "").split(".")[:2])
+
+
+def python_checks(executable: str, probe: dict) -> list[Check]:
+    install = f"{executable} -m pip install"
+    if "failed" in probe:
+        return [Check("python", False, f"{executable} could not run kwnb's check: {probe['failed']}",
+                      "give --python a working Python 3 interpreter", True)]
+    here = "the same as this process's" if os.path.realpath(executable) == os.path.realpath(sys.executable) else \
+        f"this process runs {sys.version.split()[0]} ({sys.executable})"
+    out = [Check("python", True, f"{probe['python']} at {probe['executable']} runs the tasks; {here}")]
+    versions, errors = probe["versions"], probe["errors"]
+    tf_version = versions.get("tensorflow") or versions.get("tensorflow-cpu")
+    if "tensorflow" in errors:
+        out.append(Check("tensorflow", False, f"cannot be imported: {errors['tensorflow']}",
+                         f"{install} tensorflow tf-keras tensorboard", True))
+        return out
+    out.append(Check("tensorflow", True, f"{tf_version} imports in {probe['import_seconds']:.1f} s "
+                                        f"({format_bytes(probe['peak_rss'])} per task with tf-keras)"))
+    keras = versions.get("tf-keras")
+    if "tf_keras" in errors or not keras:
+        out.append(Check("tf-keras", False, f"missing: {errors.get('tf_keras', 'not installed')}. Keras 3 cannot run "
+                         "MultiWorkerMirroredStrategy, so kwnb's tasks use tf-keras (TF_USE_LEGACY_KERAS=1)",
+                         f"{install} 'tf-keras~={_minor(tf_version)}.0'", True))
+    elif _minor(keras) != _minor(tf_version):
+        out.append(Check("tf-keras", False, f"{keras} does not match TensorFlow {tf_version}",
+                         f"{install} 'tf-keras~={_minor(tf_version)}.0'"))
+    else:
+        out.append(Check("tf-keras", True, f"{keras}, matches TensorFlow"))
+    board = versions.get("tensorboard")
+    if not board:
+        out.append(Check("tensorboard", False, "not installed (TensorFlow 2.21 no longer brings it): tf.summary and "
+                         "the Keras TensorBoard callback raise TBNotInstalledError",
+                         f"{install} 'tensorboard~={_minor(tf_version)}.0'"))
+    elif _minor(board) != _minor(tf_version):
+        out.append(Check("tensorboard", False, f"{board} does not match TensorFlow {tf_version}",
+                         f"{install} 'tensorboard~={_minor(tf_version)}.0'"))
+    else:
+        out.append(Check("tensorboard", True, f"{board}, matches TensorFlow"))
+    return out
+
+
+def limit_checks(limits) -> list[Check]:
+    memory = Check("memory", True, f"{format_bytes(limits.memory)} ({_source(limits.memory_source)}), "
+                                   f"{format_bytes(limits.memory_used)} in use, {format_bytes(limits.memory_available)} left")
+    text = f"{limits.cpus:g} ({_source(limits.cpus_source)})"
+    if limits.cpus >= RUN_TASKS:
+        return [memory, Check("cpus", True, text)]
+    return [memory, Check("cpus", False, f"{text}: the {RUN_TASKS} workers of a run share less than a CPU each, so "
+                          "they train slower, and a chief-only collective can fail with 'Shape mismatch in the "
+                          "collective instance' instead of waiting", "ask for 2 CPUs (the spawner's cpu_limit, "
+                          "CPU_LIMIT), or run -n 1 to try the code")]
+
+
+def _source(source: str) -> str:
+    return {"machine": "the machine's: no cgroup or JupyterHub limit applies",
+            "CPU affinity": "the CPUs this process may run on", "MEM_LIMIT": "$MEM_LIMIT, set by JupyterHub",
+            "CPU_LIMIT": "$CPU_LIMIT, set by JupyterHub"}.get(source, source)
+
+
+def fit_check(limits, probe: dict) -> Check:
+    """Whether a 2-worker run fits in the memory left, from what importing TensorFlow took here."""
+    per_task = probe.get("peak_rss") or 0
+    if not per_task or "tensorflow" in probe.get("errors", {}):
+        return Check("fit", False, "unknown: TensorFlow could not be measured", "fix the TensorFlow line above")
+    need = RUN_TASKS * (per_task + TRAINING_MARGIN)
+    text = (f"a {RUN_TASKS}-worker run needs about {format_bytes(need)} ({format_bytes(per_task)} to import TensorFlow "
+            f"and tf-keras, {format_bytes(TRAINING_MARGIN)} to train a small model, per task); "
+            f"{format_bytes(limits.memory_available)} is left")
+    if need <= limits.memory_available:
+        return Check("fit", True, text)
+    blocking = RUN_TASKS * per_task > limits.memory_available  # not even the imports fit: the OOM killer ends it
+    return Check("fit", False, text + ": the out-of-memory killer would end tasks", "ask for more memory (the "
+                 "spawner's mem_limit), end other kernels (%kw_pool --stop empties the warm pool), or run -n 1", blocking)
+
+
+def pool_check(environ: dict) -> Check:
+    from .backends.warm import POOL, WARM_ENV
+
+    if environ.get(WARM_ENV, "1") == "0":
+        return Check("warm pool", True, f"off ({WARM_ENV}=0): every run imports TensorFlow in each task")
+    idle = POOL.status()
+    ready = sum(warm["ready"] for warm in idle)
+    state = (f"{len(idle)} interpreter(s) in this process, {ready} ready, "
+             f"{format_bytes(sum(w['pss'] for w in idle))} (PSS)") if idle else \
+        "empty in this process (each kernel keeps its own: %kw_doctor or %kw_pool there shows it)"
+    state += f"; {POOL.cap_text()}"  # the session's CPUs and memory limit decide it (backends/warm_room.py)
+    if POOL.refused:
+        state += f"; last refill refused: {POOL.refused}"
+    return Check("warm pool", True, "on: re-runs start in interpreters that imported TensorFlow already; " + state)
+
+
+def network_check(environ: dict) -> Check:
+    from .backends import netns
+    from .backends.local import NETWORK_ENV
+
+    found = netns.support()
+    chosen = environ.get(NETWORK_ENV)
+    how = ("no user namespace needed (root)" if not found.user_namespace else "in a user namespace") + \
+        (f", outside access through {found.tool}" if found.tool else "")
+    if chosen == "private" and not found.possible:
+        return Check("network", False, f"${NETWORK_ENV}=private, but kwnb cannot make a private network here "
+                     f"({found.forbidden_by}): every run fails to start", f"unset {NETWORK_ENV} (runs then use the "
+                     "host's network), or allow user namespaces", True)
+    if chosen == "host":
+        return Check("network", False, f"host (${NETWORK_ENV}=host): the tasks' unauthenticated gRPC ports are open "
+                     "to other hosts", f"unset {NETWORK_ENV} to isolate runs" + ("" if found.complete else " where possible"))
+    if found.complete:
+        return Check("network", True, f"private: each run in a network namespace of its own, {how}")
+    if not found.possible:
+        return Check("network", False, f"host: kwnb cannot make a private network here ({found.forbidden_by}); the "
+                     "tasks' unauthenticated gRPC ports are open to other hosts",
+                     "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, or the container's seccomp "
+                     "profile), or firewall the ports")
+    if not found.tool:
+        return Check("network", False, "host by default: a private network would have no outside access (neither "
+                     "slirp4netns nor pasta is installed)", "install slirp4netns or passt (pasta); or --network "
+                     "private for runs that download nothing")
+    return Check("network", False, f"host by default: in a private network {found.dns}",
+                 "point /etc/resolv.conf at a resolver off the loopback; or --network private for runs that "
+                 "download nothing")
+
+
+def runs_dir_check() -> Check:
+    from .task.runfolder import default_runs_dir
+
+    folder = default_runs_dir(Path.cwd())
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), None)
+    if existing is not None and os.access(existing, os.W_OK | os.X_OK):
+        return Check("runs", True, f"written under {folder}")
+    return Check("runs", False, f"cannot write {folder}", "run from a folder you can write to, or set KWNB_RUNS_DIR",
+                 True)
+
+
+def slurm_check() -> Check | None:
+    """Only where `sbatch` is on the PATH: the other commands kwnb uses, and whether the controller answers."""
+    if not shutil.which("sbatch"):
+        return None
+    missing = [name for name in ("squeue", "scancel", "sinfo") if not shutil.which(name)]
+    if missing:
+        return Check("slurm", False, f"sbatch found, but not {', '.join(missing)}", "install Slurm's client commands")
+    try:
+        done = subprocess.run(["sinfo", "-h", "-o", "%P %a %D"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return Check("slurm", False, f"sinfo did not answer: {error}", "check that slurmctld is reachable")
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["nothing"])[-1]
+        return Check("slurm", False, f"sinfo failed: {said}", "check that slurmctld runs and that SLURM_CONF names its slurm.conf (scontrol ping)")
+    partitions = [line.split()[0] for line in done.stdout.splitlines() if line.split()]
+    return Check("slurm", True, f"--backend slurm can submit: partitions {', '.join(partitions) or 'none listed'}")
+
+
+def report(found: list[Check]) -> str:
+    """The screen: one line per check, its fix below a warning, and the verdict."""
+    lines = [line for check in found for line in check.lines()]
+    blocking = [check.topic for check in found if check.blocking]
+    warned = sum(not check.ok for check in found)
+    if blocking:
+        lines.append(f"kwnb doctor: a run cannot work here until {', '.join(blocking)} is fixed")
+    else:
+        lines.append("kwnb doctor: a run can work here" + (f" ({warned} warning{'s' * (warned != 1)} above)"
+                                                              if warned else ""))
+    return "\n".join(lines)
+
+
+def exit_code(found: list[Check]) -> int:
+    return 1 if any(check.blocking for check in found) else 0

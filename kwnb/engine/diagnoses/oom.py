@@ -1,0 +1,132 @@
+"""Telling the kernel's OOM killer from any other SIGKILL, without privileges, for `out_of_memory`.
+
+While a task lives, kwnb notes once the memory cgroup it is in, that group's OOM-kill counter (cgroup v1
+memory.oom_control, v2 memory.events: machine/limits.py) and the machine's (/proc/vmstat), and the memory
+limit that applies to it (the group's, else the session's, else the machine's). When the task dies of
+SIGKILL, a counter that grew, or a kernel log line naming its pid (`oom-kill:...,pid=N,` and `Killed
+process N`, where /dev/kmsg is readable), says the OOM killer did it. Cost: a few file reads per task
+start, and one kernel log read per SIGKILLed task.
+"""
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...machine import limits
+
+if TYPE_CHECKING:
+    from ..tasks.task import Task
+
+KMSG_BYTES = 1 << 20  # the kernel's ring buffer is 128 kB-1 MB; read no more than that
+
+
+@dataclass
+class Watched:
+    pid: int
+    cgroup: limits.Cgroup | None
+    kills: int | None  # the cgroup's OOM kills when the task was first seen
+    machine_kills: int | None
+    limit: int
+    limit_source: str
+    started: float  # when the task started, in seconds since boot (the kernel log's clock): pids are reused
+
+
+@dataclass(frozen=True)
+class OomEvidence:
+    limit: int
+    limit_source: str
+    lines: tuple[str, ...]
+
+
+_watched: "weakref.WeakKeyDictionary[Task, Watched]" = weakref.WeakKeyDictionary()
+_found: "weakref.WeakKeyDictionary[Task, tuple[int, OomEvidence | None]]" = weakref.WeakKeyDictionary()
+
+
+def note(task: "Task") -> None:
+    """Remember a live task's cgroup and counters, once per process (a restart is a new one); re-read while the
+    task is still starting, as a launcher may move it into its group just after it starts."""
+    if not task.alive or task.pid is None:
+        return
+    seen = _watched.get(task)
+    if seen is not None and seen.pid == task.pid and getattr(task, "phase", "starting") != "starting":
+        return
+    found = limits.cgroup_of("memory", task.pid)
+    group = found[0] if found else None
+    if seen is not None and seen.pid == task.pid and seen.cgroup == group:
+        return
+    limit, source = _limit(found)
+    started = time.monotonic() - (time.time() - (getattr(task, "started_at", None) or time.time()))
+    _watched[task] = Watched(task.pid, group, limits.oom_kills(group) if group else None, limits.machine_oom_kills(),
+                             limit, source, started - 1.0)
+
+
+def evidence(task: "Task") -> OomEvidence | None:
+    """For a task that died of SIGKILL: what shows the OOM killer ended it, or None. Read once per death."""
+    cached = _found.get(task)
+    if cached is not None and cached[0] == task.pid:
+        return cached[1]
+    seen = _watched.get(task)
+    if seen is None or seen.pid != task.pid:
+        return None
+    lines = [line for line in kernel_log(since=seen.started)
+             if f"pid={seen.pid}," in line or f"process {seen.pid} " in line]
+    kills = limits.oom_kills(seen.cgroup) if seen.cgroup else None
+    if kills is not None and seen.kills is not None and kills > seen.kills:
+        lines.insert(0, f"cgroup v{seen.cgroup.version} {seen.cgroup.path}: oom_kill {seen.kills} -> {kills}")
+    machine = limits.machine_oom_kills()
+    if not lines and machine is not None and seen.machine_kills is not None and machine > seen.machine_kills:
+        lines.append(f"/proc/vmstat: oom_kill {seen.machine_kills} -> {machine}")
+    result = OomEvidence(seen.limit, seen.limit_source, tuple(lines)) if lines else None
+    _found[task] = (task.pid, result)
+    return result
+
+
+def kernel_log(since: float = 0.0) -> list[str]:
+    """The kernel's log lines logged `since` seconds after boot or later, where this user may read them (root,
+    or kernel.dmesg_restrict=0); else []. A record is "level,sequence,microseconds since boot,flags;text"."""
+    try:
+        descriptor = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return []
+    lines, size = [], 0
+    try:
+        while size < KMSG_BYTES:
+            try:
+                record = os.read(descriptor, 8192)  # one record per read
+            except BlockingIOError:
+                break  # the end of the buffer
+            except OSError:
+                continue  # EPIPE: a record was overwritten while reading; go on with the next
+            if not record:
+                break
+            size += len(record)
+            head, _, text = record.decode("utf-8", "replace").partition(";")
+            fields = head.split(",")
+            if len(fields) > 2 and fields[2].isdigit() and int(fields[2]) / 1e6 >= since:
+                lines.append(text.rstrip("\n"))
+    finally:
+        os.close(descriptor)
+    return lines
+
+
+def _limit(found) -> tuple[int, str]:
+    """The smallest memory limit from the task's group up to the root, else the session's (limits.read_limits)."""
+    session = limits.read_limits()
+    if found:
+        group, mount = found
+        name = "memory.limit_in_bytes" if group.version == 1 else "memory.max"
+        values = [_int(level.read(name)) for level in group.ancestors(mount)]
+        values = [v for v in values if v is not None and v < limits.UNLIMITED]
+        if values and min(values) < session.memory:
+            return min(values), f"cgroup v{group.version} {name}"
+    return session.memory, session.memory_source
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text.split()[0]) if text and text.split() else None
+    except ValueError:
+        return None  # v2's "max": no limit

@@ -1,0 +1,35 @@
+"""A warm first cell: when the extension is loaded, the warm pool (backends/warm.py) prepares
+interpreters for the run a first cell most likely starts, `%%kw_worker script.py -n 2` with the
+default options, so that a cell run some seconds later skips `import tensorflow` on every worker.
+
+The pool's own rules apply: within the session's limits, at nice 19, only when the CPUs are quiet, and
+the next run's own environment decides (a run with other options starts cold, and the pool then follows
+what the user runs). Nothing happens with KWNB_WARM=0.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+DEFAULT_TASKS = 2  # %%kw_worker's default -n
+
+
+def prewarm(count: int = DEFAULT_TASKS) -> threading.Thread | None:
+    """Start filling the pool in the background (a network probe and the limits take ~10-50 ms)."""
+    if os.environ.get("KWNB_WARM", "1") == "0":
+        return None
+    thread = threading.Thread(target=_prepare, args=(count, os.getcwd()), name="kwnb-prewarm", daemon=True)
+    thread.start()
+    return thread
+
+
+def _prepare(count: int, cwd: str) -> None:
+    from ...backends import local, netns
+    from ...backends.warm import POOL
+    from .inputs import find_python, task_env
+    from ...machine.limits import read_limits
+
+    env = task_env()
+    env.update(local.thread_env(env, count, read_limits().cpus))  # as the local launcher sets them
+    network = os.environ.get(local.NETWORK_ENV) or ("private" if netns.support().complete else "host")
+    POOL.prepare(find_python(None), env, cwd, count, private=network == "private")

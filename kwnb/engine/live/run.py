@@ -1,0 +1,398 @@
+"""A run: one launch of a script on a cluster of tasks, watched from start to end.
+
+One supervisor thread per run (supervisor.py) polls the tasks, carries out the failure policy's
+decisions (policy.py) and, at the end, calls the run's `on_end` callbacks (the views write
+summary.txt and curves.png there).
+Everything a dashboard or terminal shows is read from here, so the notebook, the terminal and the
+tests see the same run the same way.
+
+Two locks, so that a view never waits for a process call:
+- `_lock`, the state lock, guards what views read (each task's screen, metrics, status, exit code;
+  the run's reason, notes, diagnoses and counts). It is held only for in-memory updates; the reason
+  and notes are written by `_say` alone.
+- `_control`, the control lock, serialises what changes processes (launch, poll, stop, kill,
+  restart, carrying out the failure policy's decisions) and guards `_stopping` and `_failed_at`.
+  It may be held across slow calls (squeue, a stop's grace period); views never take it.
+
+A launch is all or nothing: if one task cannot start, those started are stopped, the launcher is
+finished and the run ends with the error as its reason (its traceback in kwnb.log, engine/live/log.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from ...backends import Launcher, TaskLaunch, make_launcher
+from ...errors import KwnbError, LaunchError, NotPossible
+from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
+from . import cluster as clusters
+from ..diagnoses import diagnose
+from . import policy
+from ..tasks import roles
+from .log import LOG_NAME, for_run
+from .inputs import check_script, find_python, task_env
+from ..readers.tensorboard import TensorBoardScalars
+from ..records.reading import RunReading
+from ..tasks.status import Status
+from .supervisor import POLL_SECONDS, Supervisor
+from .control import TaskControl, log_separator
+from ..records.record import record_result
+from ..records.snapshot import RunSnapshot, snapshot_of_run
+from ..tasks.task import Task
+
+DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
+
+
+class Run(RunReading, Supervisor, TaskControl):
+    """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
+
+    def __init__(
+        self,
+        script: str | os.PathLike,
+        n: int = 2,
+        name: str | None = None,
+        *,
+        ps: int = 0,
+        chief: bool = False,
+        evaluator: bool = False,
+        evaluator_grace: float = roles.EVALUATOR_GRACE_SECONDS,
+        chief_grace: float = roles.CHIEF_GRACE_SECONDS,
+        env: dict[str, str] | None = None,
+        python: str | None = None,
+        args: str | list[str] | None = None,
+        timeout: float | None = None,
+        on_failure: str = "stop",
+        max_restarts: int = 3,
+        failure_grace: float = 5.0,
+        stop_grace: float = 3.0,
+        gpus: bool = False,
+        cwd: str | os.PathLike | None = None,
+        runs_dir: str | os.PathLike | None = None,
+        keep_lines: int = 300,
+        launcher: Launcher | str = "local",
+        network: str | None = None,
+        warm: bool | None = None,
+        files: list[str | os.PathLike] | None = None,
+        on_end: list[Callable[["Run"], None]] | None = None,
+        stall_after: float = 60.0,
+        logdir: str | os.PathLike | None = None,
+    ):
+        self.cwd = Path(cwd or os.getcwd()).resolve()
+        self.script = (self.cwd / script).resolve()
+        self.name = name or self.script.stem
+        self.task_ids = clusters.plan_tasks(n, ps=ps, chief=chief, evaluator=evaluator)
+        self.coordinator = clusters.coordinator_of(self.task_ids)  # a chief entry for the caller (roles.py)
+        check_script(self.script)
+        self.python = find_python(python)
+        self.args, self.user_env = shlex.split(args) if isinstance(args, str) else list(args or []), dict(env or {})
+        self._keep_policy(timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace, stall_after)
+        self.logdir = (self.cwd / logdir).resolve() if logdir else None  # event files there too (tensorboard.py)
+        self.gpus = gpus
+        self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
+        self.launcher.check()
+        self._make_folder(runs_dir, files, keep_lines)
+        self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
+        # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
+        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
+        self._init_progress()
+
+    def _keep_policy(self, timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace,
+                     stall_after) -> None:
+        """What the failure policy (engine/live/policy.py) and the supervisor read, checked first."""
+        policy.check_options(on_failure, timeout, stall_after)
+        self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
+        self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
+        self.stop_grace, self.chief_grace = stop_grace, chief_grace  # grace: engine/tasks/roles.py
+
+    def _make_folder(self, runs_dir, files, keep_lines: int) -> None:
+        """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json."""
+        self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
+        self.folder = RunFolder(self.dir)
+        self.log = for_run(self.dir)  # kwnb's own account of the run: kwnb.log in its folder
+        self.files = self._keep_files(files or [])
+        self.workers = self._make_tasks(keep_lines)
+        self._write_description()
+
+    def _init_progress(self) -> None:
+        """What changes while the run goes, and the locks that guard it (see the module's docstring)."""
+        self.cluster: dict | None = None  # the cluster spec of the latest launch, where kwnb placed the tasks
+        self.restarts = 0  # cluster restarts by the failure policy: what --max-restarts limits
+        self.user_restarts = 0  # tasks restarted by the user (%kw_restart, Run.restart): not limited
+        self.port_retries = 0
+        self.reason = ""  # why the run ended early, in words
+        self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
+        self.timed_out = False
+        self.diagnoses: list[diagnose.Diagnosis] = []  # what kwnb found wrong, in one sentence each
+        self.diagnosis_history: list[diagnose.Diagnosis] = []  # every one ever made, withdrawn ones too
+        self._diagnosed_at = 0.0
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self._lock = threading.RLock()
+        self._control = threading.RLock()
+        self._done = threading.Event()
+        self._stopping = False
+        self._failed_at: float | None = None
+        self._outcome: Status | None = None  # set when the run ended before its tasks could (a failed launch)
+        self._thread: threading.Thread | None = None
+
+    def _keep_files(self, files: list) -> list[Path]:
+        """What ran, even if the cells change later: the script and the job's helper modules, copied."""
+        kept = [Path(f).resolve() for f in files]
+        self.user_files = (str(self.script), *map(str, kept))  # whose frames a diagnosis names
+        for path in [self.script, *kept]:
+            if path.is_file():
+                shutil.copy2(path, self.dir / path.name)
+        return kept
+
+    def _make_tasks(self, keep_lines: int) -> list[Task]:
+        replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
+        tasks = [Task(i, task_id, self.folder.log(task_id.type, task_id.index), self.folder.metrics(i), keep_lines,
+                      step_scale=1.0 / replicas, user_files=self.user_files)
+                 for i, task_id in enumerate(self.task_ids)]
+        roles.prepare(tasks)  # which is the chief; an evaluator's curves are per checkpoint
+        for task in tasks:  # created private: logs can hold data and tracebacks
+            os.close(os.open(task.log_path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
+        return tasks
+
+    def _write_description(self) -> None:
+        write_description(self.dir, {
+            "format": RUN_JSON_FORMAT,
+            "name": self.name,
+            "script": self.script.name,
+            "args": self.args,
+            "tasks": [{"type": task.type, "index": task.index} for task in self.task_ids],
+            "env": self.user_env,  # may hold secrets: the file is private, like the run folder
+            "files": [path.name for path in self.files if path.is_file()],
+            "python": self.python,
+            "cwd": str(self.cwd),
+            "backend": self.launcher.name,
+            "gpus": self.gpus,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+
+    # ----- life cycle -------------------------------------------------------------------------
+    def start(self) -> "Run":
+        if self.started_at is not None or self.done:
+            raise NotPossible(f"run {self.name!r} was started or stopped already; launch it again instead")
+        self.started_at = time.time()
+        replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
+        self._tensorboard = TensorBoardScalars([self.dir, self.cwd, self.logdir], self.started_at,
+                                               batch_scale=1.0 / replicas)
+        try:
+            with self._control:
+                self._launch_all()
+        except BaseException as error:  # e.g. a job the scheduler rejected: the run is over before it began
+            self._launch_failed(error)
+            if isinstance(error, KwnbError) or not isinstance(error, Exception):
+                raise
+            raise LaunchError(f"could not start run {self.name!r}: {type(error).__name__}: {error} "
+                              f"(details in {self.dir / LOG_NAME})") from error
+        for note in self.launcher.take_notes():  # now, so the magic prints them as the run starts
+            self._say(note=note)
+        self.log.info("started %d tasks with %s", len(self.workers), self.launcher.name)
+        self._thread = threading.Thread(target=self._supervise, name=f"kwnb-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _launch_failed(self, error: BaseException) -> None:
+        """All or nothing: the tasks that started are stopped (start_all stops its own), the launcher is
+        finished (which releases the warm pool) and the run ends, failed, with the error as its reason."""
+        try:
+            self.log.error("the launch failed; stopping what started", exc_info=error)
+            self._say(reason=f"could not start: {error}")
+            self._outcome = Status.FAILED
+            with self._control:
+                self._guarded("stopping the tasks", self._stop_all)
+            self._guarded("finishing the launcher", self._finish_launcher)
+        finally:
+            self.ended_at = time.time()
+            self._done.set()
+
+    def _launch_all(self) -> None:
+        members = self.task_ids + ([self.coordinator] if self.coordinator else [])
+        addresses = self.launcher.addresses(members)
+        cluster = clusters.cluster_spec(members, addresses) if addresses is not None else None
+        self.cluster = cluster
+        configs = [clusters.tf_config(cluster, task.id) if cluster else {} for task in self.workers]
+        launches = [self._launch_of(task, config) for task, config in zip(self.workers, configs)]
+        processes = self.launcher.start_all(launches)  # all or none (backends/base.py)
+        with self._lock:
+            for task, process, config in zip(self.workers, processes, configs):
+                task._started(process, config)
+
+    def _launch_of(self, task: Task, config: dict) -> TaskLaunch:
+        for stale in (self.folder.stacks(task.position), self.folder.tf_config_set(task.position)):
+            stale.unlink(missing_ok=True)  # the last attempt's: its stacks file also says "ready for signals"
+        return TaskLaunch(task.id, self.python, str(self.script), self.args, self._env(task, config), str(self.cwd),
+                          task.log_path)
+
+    def _env(self, task: Task, config: dict) -> dict[str, str]:
+        env = task_env(self.gpus)
+        env.update({PARENT_PID_ENV: str(os.getpid()), RUN_DIR_ENV: str(self.dir), POSITION_ENV: str(task.position)})
+        if config:  # else the task builds it where it runs (a batch scheduler's launcher)
+            env["TF_CONFIG"] = json.dumps(config)
+        env.update(self.user_env)
+        return env
+
+    def _refresh(self) -> bool:
+        """Observe every task (slow, no state lock), then apply what was seen (quick, under it)."""
+        seen = [task.observe() for task in self.workers]
+        # TensorBoard scalars (engine/readers/tensorboard.py) are the chief's curves too; a last look at the end.
+        epochs, steps = self._tensorboard.poll_safely(lambda note: self._say(note=note),
+                                                      rescan=all(t.returncode is not None for t in self.workers))
+        with self._lock:
+            changed = any([task.apply(observation) for task, observation in zip(self.workers, seen)])
+            if epochs or steps:
+                self.chief.metrics.feed_rows(epochs, steps, steps_per_epoch=self._tensorboard.steps_per_epoch)
+            return changed or bool(epochs or steps)
+
+    def _diagnose(self, final: bool = False, now_please: bool = False) -> None:
+        # Once kwnb is ending the run, what held until then stays said (a stop must not erase "stalled").
+        final = final or self._stopping
+        now = time.time()
+        if final or now_please or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
+            self._diagnosed_at = now
+            found = diagnose.findings(self, now)  # outside the state lock: it may ask tasks for their stacks
+            with self._lock:
+                diagnose.merge(self, found, now, final=final)
+
+    def _end_sidecars(self) -> None:
+        """Training is over: after their grace period, stop the sidecars (an evaluator) still running."""
+        due = self._sidecars.due()
+        if due:
+            self._say(note=self._sidecars.stop(due, lambda task: task._stop(self.stop_grace)))
+            self._refresh()
+
+    def _stop_all(self, count_as_stop: bool = True) -> None:
+        self._stopping = count_as_stop
+        self._stop_tasks(self.workers)
+
+    def _stop_tasks(self, tasks: list[Task]) -> None:
+        """TERM, then KILL after stop_grace, to every task at once (TensorFlow catches TERM), then a look."""
+        stoppers = [threading.Thread(target=self._guarded, args=(f"stopping {task.id}", task._stop, self.stop_grace))
+                    for task in tasks]
+        for thread in stoppers:
+            thread.start()
+        for thread in stoppers:
+            thread.join()
+        self._refresh()
+
+    def _relaunch_all(self, why: str) -> None:
+        for task in self.workers:
+            log_separator(task, why)
+        self._failed_at = None
+        self._launch_all()
+
+    def _say(self, note: str = "", reason: str = "", replace: bool = True) -> None:
+        """The one writer of the run's notes and reason (under the state lock); both go to kwnb.log too."""
+        with self._lock:
+            if note:
+                self.notes.append(note)
+            if reason and (replace or not self.reason):
+                self.reason = reason
+        for text in (note, reason):
+            if text:
+                self.log.info("%s: %s", "note" if text is note else "reason", text)
+
+    def add_note(self, note: str) -> None:
+        """Tell the user something about this run (its summary lists the notes), e.g. from an on_end callback."""
+        self._say(note=note)
+
+    # ----- control ----------------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> list[int | None]:
+        """Exit codes of all tasks, chief first; None for any still running when `timeout` passed."""
+        self._done.wait(timeout)
+        return self.exit_codes
+
+    def stop(self, reason: str = "stopped by the user") -> list[int | None]:
+        """End every task (TERM, then KILL after a grace period) and wait for the run to close."""
+        with self._control:
+            if self.started_at is None and not self.done:  # never started: nothing to end, but it is over
+                self._say(reason=reason)
+                self._outcome, self.ended_at = Status.STOPPED, time.time()
+                self._done.set()
+            elif not self.done and not self._stopping:
+                self._say(reason=reason)
+                self._stop_all()
+        return self.wait(timeout=self.stop_grace + 5)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every task's port accepts connections (its TensorFlow server is up).
+
+        For a coordinator in the notebook (ParameterServerStrategy), which must not connect first.
+        False if `timeout` passed or the run ended before that.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not all(task.port_open_at for task in roles.training(self.workers)):
+            if self.done or (deadline is not None and time.monotonic() > deadline):
+                return False
+            time.sleep(POLL_SECONDS)
+        return True
+
+    def coordinator_tf_config(self) -> dict:
+        """TF_CONFIG for a ParameterServerStrategy coordinator in this process (a run with ps tasks and
+        no chief task): the run's cluster with its reserved `chief` entry, task chief 0."""
+        return roles.coordinator_tf_config(self.cluster, self.coordinator, self.name)
+
+    def cluster_resolver(self):
+        """The coordinator's `tf.distribute.cluster_resolver.SimpleClusterResolver` (imports TensorFlow here)."""
+        return roles.cluster_resolver(self.coordinator_tf_config())
+
+    # ----- reading ----------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def exit_codes(self) -> list[int | None]:
+        return [task.returncode for task in self.workers]
+
+    @property
+    def status(self) -> Status:
+        if self._outcome is not None:
+            return self._outcome
+        statuses = [task.status for task in self.workers]
+        if not self.done and not all(task.returncode is not None for task in self.workers):
+            if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
+                return Status.PENDING if Status.PENDING in statuses else Status.STARTING
+            return Status.RUNNING
+        return Status(roles.status(self.workers, self.timed_out))  # the training tasks decide (an evaluator does not)
+
+    @property
+    def elapsed(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return (self.ended_at or time.time()) - self.started_at
+
+    @property
+    def chief(self) -> Task:
+        return self.workers[0]
+
+    @property
+    def warm(self) -> bool:
+        """Every task of the latest launch started in a warm interpreter (TensorFlow already imported)."""
+        return all(task.warm for task in self.workers)
+
+    @property
+    def curves_path(self) -> Path | None:
+        """curves.png in the run folder, once a view has drawn it (at the end of the run)."""
+        return self.folder.curves if self.folder.curves.is_file() else None
+
+    def snapshot(self) -> RunSnapshot:
+        """An immutable copy of what views show (engine/records/snapshot.py), taken under the state lock:
+        render it holding no lock."""
+        where = [task.where for task in self.workers]  # may read a file (a Slurm task's placement): not under the lock
+        with self._lock:
+            return snapshot_of_run(self, where)
+
+    def summary(self) -> str:
+        return self.snapshot().summary()
+
+    def __repr__(self) -> str:
+        return f"<kwnb Run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"

@@ -1,0 +1,9 @@
+"""Reading what a task writes, pure and at the bottom of the engine: following a growing file
+(follow.py), rendering its bytes as a terminal shows them (screen.py), TensorFlow's own messages
+(tf_events.py, tf_messages.py), Keras' and kwnb.report()'s metric rows (metrics.py), a sidecar
+evaluator's rows (evaluation.py) and TensorBoard's event files (tensorboard.py).
+
+Readers take bytes or lines and return values; they know no Task, no Run, no process. They import
+only the standard library, TensorBoard's reader, kwnb.errors and each other. A new kind of line to
+recognise is one module here.
+"""

@@ -1,0 +1,60 @@
+"""Reading a run: its tasks by position or name, their per-epoch and per-step rows, their logs.
+
+A base of Run (engine/live/run.py), which keeps the life cycle; everything here only reads, and takes
+the state lock (Run._lock) only to copy what the supervisor is changing.
+"""
+from __future__ import annotations
+
+from ...errors import UnknownTask
+from ...task.tf_config import TaskId
+from .compat import RunAliases, task_keyword
+from ..tasks.task import Task
+
+
+class RunReading(RunAliases):
+    workers: list[Task]
+    name: str
+
+    def task(self, ref: int | str | TaskId = 0) -> Task:
+        """A task by position in the run (0 is the chief) or by name: 'ps:0', 'worker 1', a TaskId."""
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            if 0 <= ref < len(self.workers):
+                return self.workers[ref]
+        elif isinstance(ref, (str, TaskId)):
+            try:
+                wanted = TaskId.parse(ref) if isinstance(ref, str) else ref
+            except ValueError as error:
+                raise UnknownTask(str(error)) from None
+            for task in self.workers:
+                if task.id == wanted:
+                    return task
+        names = ", ".join(task.name for task in self.workers)
+        raise UnknownTask(f"run {self.name!r} has tasks 0 to {len(self.workers) - 1}, not {ref!r} (by name: {names})")
+
+    @task_keyword
+    def history(self, task: int | str = 0) -> list[dict]:
+        """Per-epoch rows of one task (the chief by default): {'epoch': 0, 'loss': ..., ...}.
+
+        `task` is a position in the run or a name like 'worker:1'."""
+        chosen = self.task(task)
+        with self._lock:
+            return [dict(row) for row in chosen.metrics.history()]
+
+    @task_keyword
+    def step_history(self, task: int | str = 0) -> list[dict]:
+        """Per-step rows where the output gives them (Keras verbose=1, or kwnb.report(step=...))."""
+        chosen = self.task(task)
+        with self._lock:
+            return [dict(row) for row in chosen.metrics.steps]
+
+    @task_keyword
+    def logs(self, task: int | str = 0, tail: int | None = None, *, all: bool = False) -> str:
+        """A task's log as a terminal shows it, without TensorFlow's runtime lines unless `all`;
+        `tail` keeps only the last lines. The file itself keeps every byte."""
+        from ..readers.screen import render_file
+        from ..readers.tf_messages import is_runtime_line
+
+        lines = render_file(self.task(task).log_path)
+        lines = lines if all else [line for line in lines if not is_runtime_line(line)]
+        return "\n".join(lines[-tail:] if tail else lines)
+

@@ -1,0 +1,82 @@
+"""The plain-text account of a run: what the terminal prints and what a headless notebook shows.
+
+Rendered from a RunSnapshot (engine/records/snapshot.py), live or read from a past run's folder; a Run or a
+past run given instead is asked for its snapshot first.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..tasks.status import Status
+
+if TYPE_CHECKING:
+    from .snapshot import RunSnapshot
+
+
+def format_metrics(row: dict, limit: int = 4) -> str:
+    shown = [(k, v) for k, v in row.items() if k not in ("epoch", "step", "time")][:limit]
+    return "  ".join(f"{k} {v:.4g}" for k, v in shown)
+
+
+def format_summary(run: "RunSnapshot") -> str:
+    run = _snapshot(run)
+    codes = run.exit_codes
+    tasks = len(run.workers)
+    # A past run whose folder never got its result (an older kwnb, a kernel gone first) has no duration.
+    after = "" if run.past and run.started_at is None else f" after {run.elapsed:.1f} s"
+    head = f"kwnb run {run.name!r}: {run.status}{after}, {tasks} task{'s' * (tasks != 1)}"
+    if run.restarts:  # the failure policy's, of the whole cluster
+        head += f", {run.restarts} restart{'s' * (run.restarts != 1)}"
+    if run.user_restarts:  # tasks the user restarted (%kw_restart)
+        head += f", {run.user_restarts} task restart{'s' * (run.user_restarts != 1)} by the user"
+    lines = [head + (f" ({run.reason})" if run.reason else "")]
+    lines.append("exit codes: " + ", ".join(("unknown" if run.past else "running") if c is None else str(c) for c in codes))
+    warm = sum(task.warm for task in run.workers)
+    if warm:
+        lines.append(f"started warm: {warm} of {tasks} tasks in interpreters that had imported TensorFlow already")
+    for worker in run.workers:
+        code = "" if worker.returncode is None else f"exit {worker.returncode}"
+        line = f"  {worker.label}: {worker.status} {code}".rstrip()
+        history = worker.epochs
+        if history:
+            unit = "evaluations" if worker.task_type == "evaluator" else "epochs"  # one per checkpoint it read
+            line += f"; {len(history)} {unit}, last: {format_metrics(history[-1])}"
+        lines.append(line)
+        if worker.status == Status.FAILED:
+            lines.extend("    | " + text for text in worker.tail[-5:])
+    lines.extend(overview_lines(run))
+    if run.diagnoses:
+        lines.append("diagnoses:")
+        lines.extend(f"  - {d.kind}: {d.message}" for d in run.diagnoses)
+    lines.append(f"logs: {run.dir}")
+    if run.curves_path:
+        lines.append(f"curves: {run.curves_path}")
+    if run.timeline_path:
+        lines.append(f"timeline: {run.timeline_path}")
+    lines.extend(f"note: {note}" for note in run.notes)
+    lines.extend(f"not recorded: {what}" for what in run.missing)
+    return "\n".join(lines)
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
+
+
+def rate_text(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1f} steps/s"
+
+
+def overview_lines(run: "RunSnapshot") -> list[str]:
+    """The overview as a small text table: rate, peak memory and the time each task spent in each phase."""
+    rows = [("task", "phase", "rate", "peak memory", "time in phases")]
+    for task in _snapshot(run).tasks:
+        phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in task.time_in.items() if seconds >= 0.05)
+        rows.append((task.label, task.phase, rate_text(task.rate),
+                     megabytes(task.peak_rss) if task.peak_rss else "-", phases or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4]
+                            for row in rows]
+
+
+def _snapshot(run) -> "RunSnapshot":
+    return run if hasattr(run, "tasks") and hasattr(run, "taken_at") else run.snapshot()

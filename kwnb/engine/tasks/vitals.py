@@ -1,0 +1,117 @@
+"""What the overview shows of a task, kept current by the supervisor: its phase (and how long it spent
+in each), its recent step rate, its CPU and its memory.
+
+Phases, from the task's own signals (engine/tasks/task.py):
+    pending   queued by a scheduler
+    starting  the interpreter and the imports, the script's set-up: no TensorFlow server yet
+    joining   its server is up and it waits for its peers to join the cluster
+    training  it has joined the cluster, or steps and epochs advance
+    finishing its last epoch is done (Keras said how many) and it is shutting down: TensorFlow
+              can take 5-8 s here to end once a peer has gone
+    finished, failed, stopped   it has ended (its status)
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from .status import Phase, Status
+
+if TYPE_CHECKING:
+    from ...backends.base import Sample
+    from .task import Task
+
+PHASES = tuple(Phase)  # pending, starting, joining, training, finishing, finished, failed, stopped
+RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth Keras's 0.05 s redraws
+
+
+def phase_of(task: "Task") -> Phase:
+    if task.returncode is not None:
+        return Phase(task.status)
+    if task.status == Status.PENDING:
+        return Phase.PENDING
+    signals = task.signals
+    if signals.waiting is not None and signals.waiting.waiting:
+        return Phase.JOINING  # the coordination leader, waiting for the others
+    metrics = task.metrics
+    if metrics.total_epochs and len(metrics.epochs) >= metrics.total_epochs:
+        return Phase.FINISHING
+    if signals.connected_at is not None or metrics.steps or metrics.epochs:
+        return Phase.TRAINING
+    return Phase.JOINING if signals.server_at is not None else Phase.STARTING
+
+
+class Vitals:
+    def __init__(self):
+        self.phases: list[tuple[float, Phase]] = []  # (time it began, phase), across restarts
+        self.rss = 0  # bytes, at the last sample
+        self.cpu_percent: float | None = None  # of one core, since the last sample
+        self._steps: deque = deque()  # (time, global step)
+        self._cpu: tuple[float, float] | None = None  # (time, CPU seconds) at the last sample
+
+    @property
+    def phase(self) -> Phase:
+        return self.phases[-1][1] if self.phases else Phase.STARTING
+
+    def update(self, task: "Task", now: float) -> bool:
+        """Note a new phase and the step count; returns whether the phase changed."""
+        self._note_step(task, now)
+        current = phase_of(task)
+        if current == self.phase and self.phases:
+            return False
+        self.phases.append((now, current))
+        return True
+
+    def restarted(self, now: float) -> None:
+        self.phases.append((now, Phase.STARTING))
+        self._steps.clear()
+        self._cpu = None
+
+    def sampled(self, sample: "Sample", now: float) -> None:
+        self.rss = sample.rss
+        if self._cpu is not None and now > self._cpu[0]:
+            self.cpu_percent = max(0.0, 100 * (sample.cpu - self._cpu[1]) / (now - self._cpu[0]))
+        self._cpu = (now, sample.cpu)
+
+    def _note_step(self, task: "Task", now: float) -> None:
+        steps = task.metrics.steps
+        if steps and (not self._steps or self._steps[-1][1] != steps[-1]["step"]):
+            self._steps.append((now, steps[-1]["step"]))
+        while self._steps and now - self._steps[0][0] > RATE_SECONDS:
+            self._steps.popleft()
+
+    @property
+    def rate(self) -> float | None:
+        """Steps per second over the last few seconds, where the output shows steps."""
+        if len(self._steps) < 2:
+            return None
+        (t0, s0), (t1, s1) = self._steps[0], self._steps[-1]
+        if time.time() - t1 > RATE_SECONDS:
+            return 0.0  # no step for a while
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else None
+
+    def mean_rate(self, task: "Task") -> float | None:
+        """Steps per second over the whole time spent training (for the summary, once a task ended)."""
+        training = self.time_in(until=task.ended_at).get(Phase.TRAINING, 0.0)
+        steps = task.metrics.steps
+        return steps[-1]["step"] / training if steps and training > 0 else None
+
+    def time_in(self, until: float | None = None) -> dict[str, float]:
+        """Seconds spent in each phase (all attempts together), up to `until` (now by default)."""
+        spent: dict[str, float] = {}
+        ends = [start for start, _ in self.phases[1:]] + [until or time.time()]
+        for (start, phase), end in zip(self.phases, ends):
+            if phase in (Phase.FINISHED, Phase.FAILED, Phase.STOPPED):
+                continue
+            spent[phase] = spent.get(phase, 0.0) + max(0.0, end - start)
+        return spent
+
+
+def queued_seconds(tasks: list["Task"], now: float | None = None) -> float:
+    """How long the run's tasks waited in a scheduler's queue (phase "pending"), every attempt together.
+
+    A Slurm job's tasks leave the queue together, so the longest any task waited is the run's; local
+    tasks never wait there (0). `--timeout` does not count this time.
+    """
+    return max((task.vitals.time_in(until=now).get("pending", 0.0) for task in tasks), default=0.0)

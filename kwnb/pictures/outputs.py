@@ -1,0 +1,87 @@
+"""What a finished run leaves in its folder for people to read: curves.png, timeline.png and summary.txt.
+
+`kwnb.launch` (kwnb/api.py) registers `write_outputs` as the run's on_end callback, so the engine
+announces the end and never imports plotting.
+
+The two pictures are drawn from plain data (`drawing_plan`). Where the calling process has not loaded
+matplotlib (a kernel whose run reported no metrics: no live curves), a subprocess draws them: importing
+matplotlib and a first draw would cost the kernel about 0.5 CPU-s and 45 MB for good. Where it has,
+they are drawn here, which is quicker than starting a process. `python -m kwnb.pictures.outputs` reads a plan on
+stdin and prints the notes of what it could not draw.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..engine.records.summary import format_summary
+
+DRAW_TIMEOUT = 60.0  # seconds; a subprocess that takes longer is given up and the pictures drawn here
+
+
+def drawing_plan(run) -> dict:
+    """Everything the pictures show, as JSON-safe data, and where each goes (`run`: a RunSnapshot or a Run)."""
+    from ..engine.records.snapshot import as_snapshot
+    from .plotting import run_series
+    from .timeline import timeline_data
+
+    run = as_snapshot(run)
+    return {"curves": {"path": str(run.folder.curves), "series": run_series(run), "title": f"{run.name} (chief)"},
+            "timeline": {"path": str(run.folder.timeline), "data": timeline_data(run, now=run.ended_at)}}
+
+
+def draw(plan: dict) -> list[str]:
+    """Draw the plan's pictures here; returns a note for each that could not be drawn."""
+    notes = []
+    try:
+        from .plotting import save_curves
+
+        save_curves(plan["curves"]["series"], plan["curves"]["title"], Path(plan["curves"]["path"]))
+    except Exception as error:  # curves are a bonus; a broken plot must not hide the result
+        notes.append(f"could not save curves: {error}")
+    try:
+        from .timeline import save_timeline
+
+        if plan["timeline"]["data"] is not None:
+            save_timeline(plan["timeline"]["data"], plan["timeline"]["path"])
+    except Exception as error:
+        notes.append(f"could not save the timeline: {error}")
+    return notes
+
+
+def draw_elsewhere(plan: dict) -> list[str]:
+    """Draw the plan in a subprocess of this Python; here after all if that fails."""
+    package_root = str(Path(__file__).resolve().parent.parent)  # the same kwnb, however this one was found
+    env = dict(os.environ, MPLBACKEND="Agg",
+               PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+    try:
+        done = subprocess.run([sys.executable, "-m", "kwnb.pictures.outputs"], input=json.dumps(plan), capture_output=True,
+                              text=True, env=env, timeout=DRAW_TIMEOUT, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return draw(plan)
+
+
+def write_outputs(run) -> None:
+    """curves.png (when there is something to plot) and timeline.png, then summary.txt, which names them."""
+    snapshot = run.snapshot()
+    try:
+        from .plotting import curve_lines
+
+        plan = drawing_plan(snapshot)
+        drawn_here = "matplotlib.figure" in sys.modules
+        if plan["timeline"]["data"] is not None or curve_lines(plan["curves"]["series"]):  # else nothing to draw
+            for note in draw(plan) if drawn_here else draw_elsewhere(plan):
+                run.log.error(note)
+                run.add_note(note)
+    except Exception as error:  # the summary must be written whatever went wrong with the pictures
+        run.log.error("could not draw the run's pictures", exc_info=error)
+        run.add_note(f"could not draw the run's pictures: {error}")
+    run.folder.summary.write_text(format_summary(run.snapshot()) + "\n")  # after the notes about the pictures
+
+
+if __name__ == "__main__":
+    print(json.dumps(draw(json.load(sys.stdin))))

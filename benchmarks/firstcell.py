@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from .common import TRAIN, check, log, paired_ratios, read_markers, row, since, wait_pids_gone
+from .hooks import BUSY_SHARE, NETWORK_CHOSEN, POOL_CAP_REASON, POOL_REFUSED, POOL_STATUS
 
 SECTION = "9. first cell"
 METHODS = ("kwnb first cell", "kwnb, quiet check off", "bare")
@@ -39,24 +40,30 @@ def labels(cfg) -> dict[str, str]:
 TARGETS = {"total_s": 0.6, "first_step_s": 0.4}
 RUN_TIMEOUT = 300.0
 
-QUIET_CHECK_OFF = "from kwnb.backends import warm_room\nwarm_room.BUSY_SHARE = float('inf')\n"
+QUIET_CHECK_OFF = f"""
+{BUSY_SHARE.import_line('_warm_room')}
+_warm_room.{BUSY_SHARE.name}  # read first: assigning a name kwnb no longer has would add it, unused
+_warm_room.{BUSY_SHARE.name} = float('inf')
+"""
 LOAD = """
 %load_ext kwnb
 import json, os, time
 import kwnb
 print("loaded")
 """
+# A .format template (line, source); the hook's name goes in with %, which .format leaves alone.
 CELL = """
 _t0 = time.time()
 get_ipython().run_cell_magic("kw_worker", {line!r}, {source!r})
 _returned = time.time()
 _run = kwnb.get_run("main")
 print(json.dumps({{"t0": _t0, "returned": _returned, "codes": _run.exit_codes, "warm": [w.warm for w in _run.workers],
-                  "log": str(_run.workers[0].log_path), "network": _run.launcher.chosen}}))
-"""
-POOL_PIDS = """
-from kwnb.backends.warm import POOL
-print(json.dumps({"pids": [w["pid"] for w in POOL.status()], "refused": POOL.refused, "cap": POOL.cap_reason}))
+                  "log": str(_run.workers[0].log_path), "network": _run.launcher.%s}}))
+""" % NETWORK_CHOSEN.name
+POOL_PIDS = f"""
+{POOL_STATUS.import_line('_warm')}
+print(json.dumps({{"pids": [w["pid"] for w in _warm.{POOL_STATUS.attribute}()],
+                  "refused": _warm.{POOL_REFUSED.attribute}, "cap": _warm.{POOL_CAP_REASON.attribute}}}))
 """
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 
 from .common import ROOT
+from .hooks import (RUN_DONE, RUN_ENDED_AT, RUN_STARTED_AT, SCREEN_TOTAL_LINES, SETTLE, TASK_ADDRESS, TASK_PORT_OPEN_AT,
+                    TASK_SCREEN)
 
 
 class KernelError(RuntimeError):
@@ -96,13 +98,13 @@ class RssSampler:
         self._thread.join(2)
 
 
-SETUP = """
+SETUP = f"""
 %load_ext kwnb
 import json, os, re, subprocess, sys, time
 import portpicker
-import kwnb, kwnb.notebook.dashboard
+import kwnb, {SETTLE.module}
 from IPython.display import display
-_bench = {}
+_bench = {{}}
 print("ready")
 """
 
@@ -112,19 +114,23 @@ KWNB_LAUNCH = """
 _t0 = time.time()
 _run = kwnb.launch({script!r}, n={n}, name={name!r}, runs_dir={runs!r}, args={args!r})
 display(_run)  # the live dashboard: its thread refreshes the widgets while the run goes on
-print(json.dumps({{"t0": _t0, "addresses": [w.address for w in _run.workers],
+print(json.dumps({{"t0": _t0, "addresses": [w.{address} for w in _run.workers],
                   "logs": [str(w.log_path) for w in _run.workers]}}))
 """
 
 KWNB_WAIT = """
 _run.wait({timeout})
-if not _run.done:
+if not _run.{done}:
     _run.stop("benchmark timeout")
-kwnb.notebook.dashboard.settle(_run)
-print(json.dumps({{"codes": _run.exit_codes, "total_lines": [w.screen.total_lines for w in _run.workers],
-                  "port_open_at": [w.port_open_at for w in _run.workers],
-                  "started": _run.started_at, "ended": _run.ended_at}}))
+{settle}(_run)
+print(json.dumps({{"codes": _run.exit_codes, "total_lines": [w.{screen}.{total_lines} for w in _run.workers],
+                  "port_open_at": [w.{port_open_at} for w in _run.workers],
+                  "started": _run.{started_at}, "ended": _run.{ended_at}}}))
 """
+# The kwnb names the two cells above use (benchmarks/hooks.py), filled in with their other fields.
+HOOKED = {"address": TASK_ADDRESS.name, "done": RUN_DONE.name, "settle": SETTLE.path, "screen": TASK_SCREEN.name,
+          "total_lines": SCREEN_TOTAL_LINES.name, "port_open_at": TASK_PORT_OPEN_AT.name,
+          "started_at": RUN_STARTED_AT.name, "ended_at": RUN_ENDED_AT.name}
 
 BARE_LAUNCH = """
 _t0 = time.time()
@@ -164,8 +170,9 @@ def run_job(kernel: Kernel, method: str, script: str, n: int, args: list[str], n
 
     folder.mkdir(parents=True, exist_ok=True)
     if method == "kwnb":
-        launch = KWNB_LAUNCH.format(script=str(script), n=n, name=name, runs=str(folder / "runs"), args=list(args))
-        wait = KWNB_WAIT.format(timeout=timeout)
+        launch = KWNB_LAUNCH.format(script=str(script), n=n, name=name, runs=str(folder / "runs"), args=list(args),
+                                    **HOOKED)
+        wait = KWNB_WAIT.format(timeout=timeout, **HOOKED)
     else:
         launch = BARE_LAUNCH.format(script=str(script), n=n, folder=str(folder / f"bare-{time.time_ns()}"),
                                     args=list(args), env=dict(env or WORKER_ENV))

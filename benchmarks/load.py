@@ -10,7 +10,7 @@ learner looks every 0.5 s at how long each live task has been silent (no output)
     .venv/bin/python -m benchmarks.load [--learners 6] [--runs 2] [--steps 40] [--out benchmarks/results/load]
 
 Writes OUT/latest.json (every run: exit codes, elapsed, each task's join time and longest silence, every
-diagnosis ever made) and OUT/latest.md (the table README quotes), and exits 1 if any run broke the rule.
+diagnosis ever made) and OUT/latest.md (the table docs/diagnoses.md quotes), and exits 1 if any run broke the rule.
 """
 from __future__ import annotations
 

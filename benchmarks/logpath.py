@@ -18,27 +18,29 @@ import time
 from pathlib import Path
 
 from .common import WRITER, log, quantile, row, check
+from .hooks import DASHBOARD_LOGS, DASHBOARD_REFRESH, DASHBOARD_RUN
 from .kernel import Kernel, run_job
 
-LATENCY_HOOK = r"""
+LATENCY_HOOK = rf"""
 import re as _re
+{DASHBOARD_REFRESH.import_line('_lat_dashboard')}
 _LAT = _re.compile(r"LAT (\d+) (\d+\.\d+)")
-_lat_seen = {}
-_lat_original_refresh = kwnb.notebook.dashboard.Dashboard.refresh
+_lat_seen = {{}}
+_lat_original_refresh = _lat_dashboard.{DASHBOARD_REFRESH.attribute}
 def _lat_refresh(self, *args, **kwargs):
     _lat_original_refresh(self, *args, **kwargs)
-    if self.run.name != "latency":
+    if self.{DASHBOARD_RUN.name}.name != "latency":
         return
     now = time.time()
-    for _widget in self.logs:
+    for _widget in self.{DASHBOARD_LOGS.name}:
         for _m in _LAT.finditer(_widget.value):
             _lat_seen.setdefault(int(_m[1]), (float(_m[2]), now))
-kwnb.notebook.dashboard.Dashboard.refresh = _lat_refresh
+_lat_dashboard.{DASHBOARD_REFRESH.attribute} = _lat_refresh
 print("hooked")
 """
 
-LATENCY_UNHOOK = """
-kwnb.notebook.dashboard.Dashboard.refresh = _lat_original_refresh
+LATENCY_UNHOOK = f"""
+_lat_dashboard.{DASHBOARD_REFRESH.attribute} = _lat_original_refresh
 print(json.dumps(sorted([k, v[0], v[1]] for k, v in _lat_seen.items())))
 """
 

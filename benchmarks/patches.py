@@ -16,7 +16,11 @@ that prints no Keras progress (no curves to draw), both sides run the same code.
 """
 from __future__ import annotations
 
-_saved: dict[str, object] = {}
+import contextlib
+
+from .hooks import CURVES_CPU_SHARE, LIVE_CURVES, patched
+
+_saved: dict[str, contextlib.ExitStack] = {}
 
 
 class NewFigureEachRedraw:
@@ -33,16 +37,12 @@ class NewFigureEachRedraw:
 
 
 def apply_curves_before() -> None:
-    import kwnb.notebook.dashboard as dashboard
-
     if "curves" not in _saved:
-        _saved["curves"] = (dashboard.LiveCurves, dashboard.CURVES_CPU_SHARE)
-        dashboard.LiveCurves = NewFigureEachRedraw
-        dashboard.CURVES_CPU_SHARE = 1.0  # no cap: a redraw never took a second
+        _saved["curves"] = contextlib.ExitStack()
+        _saved["curves"].enter_context(patched(LIVE_CURVES, NewFigureEachRedraw))
+        _saved["curves"].enter_context(patched(CURVES_CPU_SHARE, 1.0))  # no cap: a redraw never took a second
 
 
 def undo_curves_before() -> None:
-    import kwnb.notebook.dashboard as dashboard
-
     if "curves" in _saved:
-        dashboard.LiveCurves, dashboard.CURVES_CPU_SHARE = _saved.pop("curves")
+        _saved.pop("curves").close()

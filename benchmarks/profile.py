@@ -18,6 +18,8 @@ from pathlib import Path
 import psutil
 
 from .common import IDLE, log, paired_ratios, row
+from .hooks import (DASHBOARD_CURVES, DASHBOARD_REFRESH, DESCENDANTS, FOLLOWER_READ, METRICS_FEED, RUN_FINISH, RUN_REFRESH,
+                    RUN_SUPERVISE, SCREEN_FEED, TASK_OBSERVE)
 from .workloads.writer import PAD
 
 
@@ -112,11 +114,7 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
 
 KERNEL_HOOK = r"""
 import functools as _functools
-from kwnb.notebook import dashboard as _kd
-from kwnb.engine.live import run as _kr
-from kwnb.engine.tasks import task as _kt
-from kwnb.engine.readers import metrics as _km, screen as _ks, follow as _kf
-from kwnb.backends import local as _kl
+import importlib as _importlib
 _kprof, _kprof_saved = {}, []
 def _kprof_wrap(owner, name, label):
     original = getattr(owner, name)
@@ -131,10 +129,8 @@ def _kprof_wrap(owner, name, label):
             cell[0] += time.thread_time() - start
             cell[1] += 1
     setattr(owner, name, timed)
-for _owner, _name, _label in %r:
-    _kprof_wrap({"Dashboard": _kd.Dashboard, "Run": _kr.Run, "Task": _kt.Task, "LocalProcess": _kl.LocalProcess,
-                 "MetricsParser": _km.MetricsParser, "TerminalScreen": _ks.TerminalScreen,
-                 "FileFollower": _kf.FileFollower}[_owner], _name, _label)
+for _module, _owner, _name, _label in %r:
+    _kprof_wrap(getattr(_importlib.import_module(_module), _owner), _name, _label)
 print("hooked")
 """
 
@@ -144,19 +140,21 @@ for _owner, _name, _original in reversed(_kprof_saved):
 print(json.dumps(_kprof))
 """
 
-# (class, function, label); nested: Run._supervise contains Run._refresh, which contains the rest.
+# (hook, label); nested: Run._supervise contains Run._refresh, which contains the rest. The labels
+# are the results' keys, kept as they were.
 KERNEL_FUNCTIONS = [
-    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/engine/live/run.py)"),
-    ("Run", "_refresh", "  Run._refresh (kwnb/engine/live/run.py)"),
-    ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
-    ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/engine/readers/follow.py)"),
-    ("TerminalScreen", "feed_text", "    TerminalScreen.feed_text (kwnb/engine/readers/screen.py)"),
-    ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/engine/readers/metrics.py)"),
-    ("Task", "observe", "    Task.observe: log reads, poll, port probe (kwnb/engine/tasks/task.py)"),
-    ("Run", "_finish", "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/run.py)"),
-    ("Dashboard", "refresh", "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),
-    ("Dashboard", "_refresh_curves", "  Dashboard._refresh_curves: matplotlib PNG (kwnb/notebook/dashboard.py)"),
+    (RUN_SUPERVISE, "Run._supervise (whole supervisor thread, kwnb/engine/live/run.py)"),
+    (RUN_REFRESH, "  Run._refresh (kwnb/engine/live/run.py)"),
+    (DESCENDANTS, "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
+    (FOLLOWER_READ, "    FileFollower.read_new (kwnb/engine/readers/follow.py)"),
+    (SCREEN_FEED, "    TerminalScreen.feed_text (kwnb/engine/readers/screen.py)"),
+    (METRICS_FEED, "    MetricsParser.feed (kwnb/engine/readers/metrics.py)"),
+    (TASK_OBSERVE, "    Task.observe: log reads, poll, port probe (kwnb/engine/tasks/task.py)"),
+    (RUN_FINISH, "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/run.py)"),
+    (DASHBOARD_REFRESH, "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),
+    (DASHBOARD_CURVES, "  Dashboard._refresh_curves: matplotlib PNG (kwnb/notebook/dashboard.py)"),
 ]
+WRAPPED = [(hook.module, hook.owner, hook.name, label) for hook, label in KERNEL_FUNCTIONS]
 
 
 def kernel_components(cfg, kernel, workdir: Path, errors: list[str]) -> dict:
@@ -169,7 +167,7 @@ def kernel_components(cfg, kernel, workdir: Path, errors: list[str]) -> dict:
 
     # The smoke run profiles the writer (no TensorFlow start) only to keep this code path working.
     script, n, args = (WRITER, 1, ["bulk", "10000"]) if cfg.smoke else (TRAIN, cfg.n, train_args(cfg))
-    kernel.execute(KERNEL_HOOK % (KERNEL_FUNCTIONS,))
+    kernel.execute(KERNEL_HOOK % (WRAPPED,))
     try:
         result = run_job(kernel, "kwnb", script, n, args, "profiled", workdir / "kprofile", probe=False)
     except Exception as error:  # noqa: BLE001
@@ -190,7 +188,7 @@ def kernel_findings(data: dict) -> list[str]:
     if not data or not data.get("kernel_cpu_s"):
         return []
     total = data["kernel_cpu_s"]
-    order = [label for _, _, label in KERNEL_FUNCTIONS]
+    order = [label for _, label in KERNEL_FUNCTIONS]
     parts = "; ".join(f"{label.strip()} {data['functions'][label]['cpu_s']:.2f} s ({_count(data['functions'][label]['calls'], 'call')})"
                       for label in order if label in data["functions"])
     return [f"Kernel CPU by function in one instrumented kwnb run ({_count(data['workers'], 'worker')}, {data['script']} "

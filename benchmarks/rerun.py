@@ -31,6 +31,7 @@ from pathlib import Path
 import psutil
 
 from .common import TRAIN, log, paired_ratios, read_markers, row, check, since
+from .hooks import BUSY_SHARE, NETWORK_CHOSEN, patched
 
 RUN_TIMEOUT = 300.0
 POLL_SECONDS = 0.5  # each status() reads two processes' smaps_rollup, ~20 ms of CPU here: not every 0.1 s
@@ -115,8 +116,8 @@ def run_kwnb_warm(cfg, workdir: Path, network: str | None, kernel=None) -> dict:
     return {**result, "pool": pool}
 
 
-KERNEL_AFTER = """
-print(json.dumps({"warm": [w.warm for w in _run.workers], "network": _run.launcher.chosen}))
+KERNEL_AFTER = f"""
+print(json.dumps({{"warm": [w.warm for w in _run.workers], "network": _run.launcher.{NETWORK_CHOSEN.name}}}))
 """
 # run.py sets KWNB_WARM=0 and KWNB_NETWORK=host for sections 1-5 (cold starts, compared on the host
 # network); this section measures warm starts on kwnb's own default network, in the kernel too, whose
@@ -125,16 +126,16 @@ OWN_DEFAULTS = {"KWNB_WARM": "1", "KWNB_NETWORK": None}
 # The benchmark waits for every refill itself (no method overlaps one), so the pool's own wait for
 # quiet CPUs (kwnb/backends/warm_room.py) is off for this section: on a machine busy with other work it
 # would keep the pool empty, and this section measures what a warm re-run gives, not when one comes.
-QUIET_CHECK_OFF = """
-from kwnb.backends import warm_room as _warm_room
-_bench['busy_share'], _warm_room.BUSY_SHARE = _warm_room.BUSY_SHARE, float('inf')
+QUIET_CHECK_OFF = f"""
+{BUSY_SHARE.import_line('_warm_room')}
+_bench['busy_share'], _warm_room.{BUSY_SHARE.name} = _warm_room.{BUSY_SHARE.name}, float('inf')
 """
 KERNEL_ENV_ON = f"""
 _bench['env'] = {{k: os.environ.pop(k, None) for k in {list(OWN_DEFAULTS)!r}}}
 os.environ.update({{k: v for k, v in {OWN_DEFAULTS!r}.items() if v is not None}})
 {QUIET_CHECK_OFF}"""
-KERNEL_ENV_BACK = """
-_warm_room.BUSY_SHARE = _bench['busy_share']
+KERNEL_ENV_BACK = f"""
+_warm_room.{BUSY_SHARE.name} = _bench['busy_share']
 for _k, _v in _bench['env'].items():
     os.environ.pop(_k, None)
     if _v is not None:
@@ -145,23 +146,20 @@ for _k, _v in _bench['env'].items():
 @contextlib.contextmanager
 def own_defaults(kernel):
     """Warm starts on, KWNB_NETWORK unset (kwnb picks), here and in the kernel; as before afterwards."""
-    from kwnb.backends import warm_room
-
     saved = {k: os.environ.pop(k, None) for k in OWN_DEFAULTS}
     os.environ.update({k: v for k, v in OWN_DEFAULTS.items() if v is not None})
-    busy_share, warm_room.BUSY_SHARE = warm_room.BUSY_SHARE, float("inf")  # see QUIET_CHECK_OFF
-    if kernel is not None:
-        kernel.execute(KERNEL_ENV_ON)
-    try:
-        yield
-    finally:
-        warm_room.BUSY_SHARE = busy_share
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
+    with patched(BUSY_SHARE, float("inf")):  # see QUIET_CHECK_OFF
         if kernel is not None:
-            kernel.execute(KERNEL_ENV_BACK)
+            kernel.execute(KERNEL_ENV_ON)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                os.environ.pop(name, None)
+                if value is not None:
+                    os.environ[name] = value
+            if kernel is not None:
+                kernel.execute(KERNEL_ENV_BACK)
 KERNEL_REFILL = """
 from benchmarks.rerun import wait_refilled as _wait_refilled
 print(json.dumps(_wait_refilled({n}, _run.ended_at or time.time(), {timeout})))

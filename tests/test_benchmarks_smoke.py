@@ -1,6 +1,6 @@
 """The benchmarks keep working: `python -m benchmarks.run --smoke` runs every section once, small, and
 writes its table. No timing is asserted (CI machines are shared and noisy); only that every
-comparison was measured and the output files have the structure the README's table relies on.
+comparison was measured and the output files have the structure docs/benchmarks.md's table relies on.
 """
 import json
 import subprocess

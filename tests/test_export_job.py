@@ -148,7 +148,7 @@ def test_restart_policies(job_dir, policy, limit, pod_policy, job_limit):
     exported = export_run(job_dir, to="job", image="img:1", restart_policy=policy, **options)
     spec = check_manifest(exported.yaml, job_dir)["Job"]["spec"]
     assert spec["template"]["spec"]["restartPolicy"] == pod_policy and spec["backoffLimit"] == job_limit
-    assert "backoffLimitPerIndex" not in spec  # see README: one failure brings every worker down
+    assert "backoffLimitPerIndex" not in spec  # see docs/scaling-out.md: one failure brings every worker down
     if policy != "ExitCode":
         assert "podFailurePolicy" not in spec
         return

@@ -6,8 +6,8 @@ Debian's /usr/bin/chromium. While the workers train, the fixture reads the dashb
 DOM about three times a second, so the checks see it live, not only its final state. The
 scenario is tests/ui_support/dashboard_page.py, shared with the Notebook 7 test.
 
-Screenshots go to build/ui-screenshots/; with KWNB_UPDATE_DOCS_IMAGES=1 the ones the README
-uses are copied to docs/images/ too.
+Screenshots go to build/ui-screenshots/; with KWNB_UPDATE_DOCS_IMAGES=1 the ones README.md
+and docs/ use are copied to docs/images/ too.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The shape of kwnb/: which way imports go, what each layer may import, and what loads when.
 
-README's "Layout" section describes the layers; these tests keep them true:
+docs/architecture.md describes the layers; these tests keep them true:
 - no import cycle between kwnb's modules;
 - only kwnb/notebook/ imports IPython or ipywidgets;
 - kwnb/task/ (code that runs inside a task, under any Python) imports only the standard library;

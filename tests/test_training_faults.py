@@ -191,7 +191,7 @@ def test_a_kill_from_outside_stays_killed_when_the_oom_counters_did_not_move(tmp
 
 
 def test_no_false_alarm_with_three_clean_runs_at_once(tmp_path):
-    """The suite's small version of benchmarks/load.py (six learners x two runs, README's figures): three
+    """The suite's small version of benchmarks/load.py (six learners x two runs, docs/diagnoses.md's figures): three
     2-worker runs at once with kwnb's defaults all finish and say nothing but a join that really was late."""
     runs = [kwnb.launch(SCRIPT, n=2, name=f"cell{i}", args="clean 20", runs_dir=tmp_path / "runs", cwd=tmp_path)
             for i in range(3)]

@@ -76,7 +76,7 @@ def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = 
              png_tag(curves, f"{snapshot.name}: the chief's curves"),
              png_tag(timeline, f"{snapshot.name}: phases of each task")]
     if snapshot.done:
-        # Closed: the picture above says how it went, and `%kw_wait` (README's advice for a published
+        # Closed: the picture above says how it went, and `%kw_wait` (docs/user-guide.md's advice for a published
         # page) prints the same text just below; the exit codes stay in sight on the fold's label.
         codes = ", ".join("unknown" if code is None else str(code) for code in snapshot.exit_codes)
         parts.append(f"<details><summary>summary (exit codes {codes})</summary><pre>{pre_text(snapshot.summary())}"

@@ -71,7 +71,7 @@ class Frontend:
     wait_idle: Callable  # (page) -> None once the kernel is connected and idle
     prefix: str = ""  # of the dashboard screenshots' names in SHOTS
     page_name: str = "lab"  # whole-page screenshots are PAGE_NAME-light.png, PAGE_NAME-dark.png
-    docs: bool = False  # the README's images come from this page (copied with KWNB_UPDATE_DOCS_IMAGES=1)
+    docs: bool = False  # README.md's and docs/' images come from this page (copied with KWNB_UPDATE_DOCS_IMAGES=1)
     after_open: Callable | None = None  # (page) -> None, e.g. fold a side panel away
 
 

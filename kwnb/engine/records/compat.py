@@ -1,7 +1,7 @@
 """The names earlier versions used for a task's identity, kept working and gathered here so that
 the rest of the code uses one name for each thing.
 
-    Run.workers        the run's tasks (ps and chief ones too): kept as the main name, as README and
+    Run.workers        the run's tasks (ps and chief ones too): kept as the main name, as the docs and
                        every notebook use it; `Run.tasks` is the same list
     Run.worker(ref)    Run.task(ref)
     kwnb.Worker        kwnb.Task (a run's tasks include ps and chief tasks, not only workers)

@@ -69,7 +69,9 @@ def test_runtime_lines_are_folded_but_kept(late_run):
     chief = run.workers[0]
     assert chief.runtime_lines > 5
     quiet, everything = run.logs(0), run.logs(0, all=True)
-    assert "I0000" not in quiet and "I0000" in everything and "oneDNN" in everything
+    # Lines every multi-worker TF 2.21 task writes: oneDNN's notice is no such line (TensorFlow prints it only on
+    # CPUs with AVX512-VNNI or AMX; this test failed on an AMD EPYC machine when it asked for it).
+    assert "I0000" not in quiet and "I0000" in everything and "coordination_service" in everything
     assert "DONE" in quiet and "Epoch 2/2" in quiet and "worker 0: late" in quiet
     assert "I0000" in chief.log_path.read_text()  # the file keeps every byte
     view = run.snapshot().tasks[0]

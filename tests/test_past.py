@@ -336,6 +336,19 @@ def test_readers_import_nothing_from_run_py():
     assert not offenders, offenders
 
 
+def test_the_snapshot_is_a_value_that_imports_no_renderer():
+    """Renderers import the snapshot, never the other way round (not even lazily or for type hints):
+    text is format_summary(snapshot)'s, as HTML is overview_html(snapshot)'s."""
+    import ast
+
+    source = (Path(kwnb.__file__).parent / "engine/records/snapshot.py").read_text()
+    imported = [f"{'.' * node.level}{node.module or ''}" for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.ImportFrom)]
+    renderers = ("summary", "overview", "static", "dashboard", "pictures", "notebook")
+    assert not [name for name in imported if any(word in name for word in renderers)], imported
+    assert not hasattr(RunSnapshot, "summary")
+
+
 def test_terminal_lists_and_shows_past_runs(runs, tmp_path):
     import os
     import subprocess

@@ -30,6 +30,7 @@ from .reading import RunReading
 from .record import HISTORY
 from ..readers.screen import TerminalScreen
 from .snapshot import LOG_LINES, RunSnapshot, TaskView
+from .summary import format_summary
 from ..readers.tf_messages import is_runtime_line
 
 READ_CHUNK = 1 << 20  # logs are read in 1 MB pieces: memory stays flat whatever their size
@@ -198,7 +199,7 @@ class PastRun(RunReading):
         return self._snapshot.step_history(self.task(task if index is None else index).position)
 
     def summary(self) -> str:
-        return self._snapshot.summary()
+        return format_summary(self._snapshot)
 
     def __repr__(self) -> str:
         return f"<kwnb past run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"

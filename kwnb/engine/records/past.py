@@ -33,7 +33,7 @@ from .snapshot import LOG_LINES, RunSnapshot, TaskView
 from .summary import format_summary
 from ..readers.tf_messages import is_runtime_line
 
-READ_CHUNK = 1 << 20  # logs are read in 1 MB pieces: memory stays flat whatever their size
+READ_CHUNK = 1 << 20  # logs are read in 1 MiB pieces: memory stays flat whatever their size
 
 
 class UnreadableRun(KwnbError, ValueError):

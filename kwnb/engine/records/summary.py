@@ -5,6 +5,7 @@ past run given instead is asked for its snapshot first.
 """
 from __future__ import annotations
 
+from ...machine.sizes import format_size
 from ..tasks.status import Status
 from .snapshot import RunSnapshot, as_snapshot
 
@@ -54,10 +55,6 @@ def format_summary(run: RunSnapshot) -> str:
     return "\n".join(lines)
 
 
-def megabytes(size: int) -> str:
-    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
-
-
 def rate_text(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.1f} steps/s"
 
@@ -68,7 +65,7 @@ def overview_lines(run: RunSnapshot) -> list[str]:
     for task in as_snapshot(run).tasks:
         phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in task.time_in.items() if seconds >= 0.05)
         rows.append((task.label, task.phase, rate_text(task.rate),
-                     megabytes(task.peak_rss) if task.peak_rss else "-", phases or "-"))
+                     format_size(task.peak_rss) if task.peak_rss else "-", phases or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4]
                             for row in rows]

@@ -26,6 +26,7 @@ from ...task.runfolder import DESCRIPTION, RUN_JSON_FORMAT, RunFolder, default_r
 from ...task.tf_config import TaskId
 from ..diagnoses.diagnosis import Diagnosis
 from ..readers.metrics import MetricsParser
+from ..tasks.roles import chief_position
 from .reading import RunReading
 from .record import HISTORY
 from ..readers.screen import TerminalScreen
@@ -73,10 +74,9 @@ class PastRun(RunReading):
             result = {"status": "unknown", "tasks": []}
         recorded = {(t["type"], t["index"]): t for t in result["tasks"]}
         rows = self._rows(description.tasks)
-        # As Run decides it: under ParameterServerStrategy the chief is the notebook, not a task.
-        chief = not any(kind == "ps" for kind, _ in description.tasks)
+        chief = chief_position([TaskId(kind, index) for kind, index in description.tasks])  # as the live run's
         tasks = tuple(self._task(position, TaskId(kind, index), recorded.get((kind, index), {}), rows[position],
-                                 chief and position == 0)
+                                 position == chief)
                       for position, (kind, index) in enumerate(description.tasks))
         diagnoses = tuple(map(_diagnosis, result.get("diagnoses", [])))
         return RunSnapshot(

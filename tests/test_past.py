@@ -85,6 +85,25 @@ def test_a_past_run_shows_what_the_live_one_showed(runs):
     assert failed.status == "failed" and kwnb.open_run(failed.dir).reason
 
 
+def test_what_run_json_keeps_is_declared_once_and_comes_back(runs):
+    """record.py's dataclasses are run.json's result, field for field, and every task field it keeps
+    reopens as the live run had it (a field added there is written and read, with no list to update)."""
+    from dataclasses import fields
+
+    from kwnb.engine.records.record import DiagnosisRecord, RunResult, TaskRecord
+
+    _, _, failed = runs
+    result = json.loads((failed.dir / "run.json").read_text())["result"]
+    assert list(result) == [f.name for f in fields(RunResult)]
+    assert list(result["tasks"][0]) == [f.name for f in fields(TaskRecord)]
+    assert list(result["diagnoses"][0]) == [f.name for f in fields(DiagnosisRecord)]
+    live, past = failed.snapshot(), kwnb.open_run(failed.dir).snapshot()
+    for name in [f.name for f in fields(TaskRecord)]:
+        shown = "task_type" if name == "type" else name
+        assert [getattr(t, shown) for t in past.tasks] == [getattr(t, shown) for t in live.tasks], name
+    assert [vars(d) for d in past.diagnosis_history] == [vars(d) for d in live.diagnosis_history]
+
+
 def test_runs_are_listed_newest_first(runs):
     runs_dir, clean, failed = runs
     listed = list_runs(runs_dir)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .errors import KwnbError
 from .engine.live.inputs import find_python
-from .machine.limits import format_bytes, read_limits
+from .machine.limits import read_limits
+from .machine.sizes import format_size
 
 PROBE_TIMEOUT = 120.0  # seconds for the subprocess that imports TensorFlow (2-5 s here, 20 s on a loaded machine)
 TRAINING_MARGIN = 250 << 20  # a small model's training on top of the imports, per task (bytes)
@@ -119,7 +120,7 @@ def python_checks(executable: str, probe: dict) -> list[Check]:
                          f"{install} tensorflow tf-keras tensorboard", True))
         return out
     out.append(Check("tensorflow", True, f"{tf_version} imports in {probe['import_seconds']:.1f} s "
-                                        f"({format_bytes(probe['peak_rss'])} per task with tf-keras)"))
+                                        f"({format_size(probe['peak_rss'])} per task with tf-keras)"))
     keras = versions.get("tf-keras")
     if "tf_keras" in errors or not keras:
         out.append(Check("tf-keras", False, f"missing: {errors.get('tf_keras', 'not installed')}. Keras 3 cannot run "
@@ -144,8 +145,8 @@ def python_checks(executable: str, probe: dict) -> list[Check]:
 
 
 def limit_checks(limits) -> list[Check]:
-    memory = Check("memory", True, f"{format_bytes(limits.memory)} ({_source(limits.memory_source)}), "
-                                   f"{format_bytes(limits.memory_used)} in use, {format_bytes(limits.memory_available)} left")
+    memory = Check("memory", True, f"{format_size(limits.memory)} ({_source(limits.memory_source)}), "
+                                   f"{format_size(limits.memory_used)} in use, {format_size(limits.memory_available)} left")
     text = f"{limits.cpus:g} ({_source(limits.cpus_source)})"
     if limits.cpus >= RUN_TASKS:
         return [memory, Check("cpus", True, text)]
@@ -167,9 +168,9 @@ def fit_check(limits, probe: dict) -> Check:
     if not per_task or "tensorflow" in probe.get("errors", {}):
         return Check("fit", False, "unknown: TensorFlow could not be measured", "fix the TensorFlow line above")
     need = RUN_TASKS * (per_task + TRAINING_MARGIN)
-    text = (f"a {RUN_TASKS}-worker run needs about {format_bytes(need)} ({format_bytes(per_task)} to import TensorFlow "
-            f"and tf-keras, {format_bytes(TRAINING_MARGIN)} to train a small model, per task); "
-            f"{format_bytes(limits.memory_available)} is left")
+    text = (f"a {RUN_TASKS}-worker run needs about {format_size(need)} ({format_size(per_task)} to import TensorFlow "
+            f"and tf-keras, {format_size(TRAINING_MARGIN)} to train a small model, per task); "
+            f"{format_size(limits.memory_available)} is left")
     if need <= limits.memory_available:
         return Check("fit", True, text)
     blocking = RUN_TASKS * per_task > limits.memory_available  # not even the imports fit: the OOM killer ends it
@@ -185,7 +186,7 @@ def pool_check(environ: dict) -> Check:
     idle = POOL.status()
     ready = sum(warm["ready"] for warm in idle)
     state = (f"{len(idle)} interpreter(s) in this process, {ready} ready, "
-             f"{format_bytes(sum(w['pss'] for w in idle))} (PSS)") if idle else \
+             f"{format_size(sum(w['pss'] for w in idle))} (PSS)") if idle else \
         "empty in this process (each kernel keeps its own: %kw_doctor or %kw_pool there shows it)"
     state += f"; {POOL.cap_text()}"  # the session's CPUs and memory limit decide it (backends/warm_room.py)
     if POOL.refused:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from kwnb.backends import netns
 from kwnb import doctor
-from kwnb.machine.limits import format_bytes, read_limits
+from kwnb.machine.limits import read_limits
+from kwnb.machine.sizes import format_size
 from test_limits import _real_v1_group as real_v1_group  # a real cgroup v1 group, made as root (or a skip)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def test_on_this_machine_it_tells_the_truth_and_imports_no_tensorflow():
     assert line_of(out, "tensorflow").startswith("ok") and metadata.version("tensorflow") in line_of(out, "tensorflow")
     assert metadata.version("tf-keras") in line_of(out, "tf-keras")
     limits = read_limits()
-    assert f"{format_bytes(limits.memory)} (" in line_of(out, "memory")
+    assert f"{format_size(limits.memory)} (" in line_of(out, "memory")
     assert line_of(out, "cpus").split()[2] == f"{limits.cpus:g}"
     found = netns.support()
     assert ("private" if found.complete else "host") in line_of(out, "network")
@@ -63,13 +64,13 @@ def test_a_python_without_tensorflow_exits_1_with_the_fix(tmp_path):
 def test_jupyterhub_variables_are_the_limits_and_a_small_one_is_a_warning():
     limits = read_limits({"MEM_LIMIT": str(GiB), "CPU_LIMIT": "1"})
     memory, cpus = doctor.limit_checks(limits)
-    assert memory.ok and "1.1 GB ($MEM_LIMIT, set by JupyterHub)" in memory.text
+    assert memory.ok and "1.0 GiB ($MEM_LIMIT, set by JupyterHub)" in memory.text
     assert not cpus.ok and cpus.text.startswith("1 ($CPU_LIMIT, set by JupyterHub)") and "CPU_LIMIT" in cpus.fix
     probe = {"peak_rss": 640 << 20, "errors": {}}
     fit = doctor.fit_check(limits, probe)
     assert not fit.ok and fit.blocking == (2 * (640 << 20) > limits.memory_available) and "mem_limit" in fit.fix
     roomy = doctor.fit_check(read_limits({"MEM_LIMIT": str(64 * GiB)}), probe)
-    assert roomy.ok and "a 2-worker run needs about 1.9 GB" in roomy.text
+    assert roomy.ok and "a 2-worker run needs about 1.7 GiB" in roomy.text
 
 
 def test_inside_a_limited_cgroup_it_reports_that_group_and_what_does_not_fit():
@@ -81,7 +82,7 @@ def test_inside_a_limited_cgroup_it_reports_that_group_and_what_does_not_fit():
         enter = f'echo $$ > {memory}/cgroup.procs && echo $$ > {cpu}/cgroup.procs && exec "$@"'
         done = kwnb_doctor(prefix=["sh", "-c", enter, "sh"])
         out = done.stdout
-        assert "1.3 GB (cgroup v1 memory.limit_in_bytes)" in line_of(out, "memory"), out + done.stderr
+        assert "1.2 GiB (cgroup v1 memory.limit_in_bytes)" in line_of(out, "memory"), out + done.stderr
         assert line_of(out, "cpus").startswith("warn  cpus        1 (cgroup v1 cpu.cfs_quota_us)")
         assert line_of(out, "tensorflow").startswith("ok")  # its import fits in the group
         assert line_of(out, "fit").startswith("warn") and "out-of-memory killer" in line_of(out, "fit")

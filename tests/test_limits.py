@@ -54,7 +54,7 @@ def test_cgroup_v1_limits_are_read_from_the_processes_own_groups(tmp_path):
     assert found.memory_used == 800 * 10**6  # usage less the inactive page cache
     assert (found.cpus, found.cpus_source) == (1.0, "cgroup v1 cpu.cfs_quota_us")
     assert limits.oom_kills(found.cgroup) == 3
-    assert "2.1 GB of memory (cgroup v1 memory.limit_in_bytes)" in found.describe()
+    assert "2.0 GiB of memory (cgroup v1 memory.limit_in_bytes)" in found.describe()
 
 
 def test_a_parents_smaller_limit_binds_the_child(tmp_path):

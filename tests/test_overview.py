@@ -47,12 +47,12 @@ def test_phases_say_who_waited_for_whom(late_run):
 def test_the_overview_shows_every_task_with_phase_rate_and_memory(late_run):
     run, seen = late_run
     waiting = next(html for a, _, html in seen if a == "joining")
-    assert waiting.count("<tr>") == 3 and "waiting for peers" in waiting and " MB" in waiting
+    assert waiting.count("<tr>") == 3 and "waiting for peers" in waiting and " MiB" in waiting
     assert "&#9888; worker 1" in next(html for _, _, html in reversed(seen) if "&#9888;" in html)
     summary = run.summary()
     assert "overview:" in summary and "peak memory" in summary
     row = next(line for line in overview_lines(run) if line.strip().startswith("worker 0"))
-    assert "joining" in row and "training" in row and "MB" in row
+    assert "joining" in row and "training" in row and "MiB" in row
 
 
 @pytest.mark.slow

@@ -85,6 +85,25 @@ def test_a_past_run_shows_what_the_live_one_showed(runs):
     assert failed.status == "failed" and kwnb.open_run(failed.dir).reason
 
 
+def test_what_run_json_keeps_is_declared_once_and_comes_back(runs):
+    """record.py's dataclasses are run.json's result, field for field, and every task field it keeps
+    reopens as the live run had it (a field added there is written and read, with no list to update)."""
+    from dataclasses import fields
+
+    from kwnb.engine.records.record import DiagnosisRecord, RunResult, TaskRecord
+
+    _, _, failed = runs
+    result = json.loads((failed.dir / "run.json").read_text())["result"]
+    assert list(result) == [f.name for f in fields(RunResult)]
+    assert list(result["tasks"][0]) == [f.name for f in fields(TaskRecord)]
+    assert list(result["diagnoses"][0]) == [f.name for f in fields(DiagnosisRecord)]
+    live, past = failed.snapshot(), kwnb.open_run(failed.dir).snapshot()
+    for name in [f.name for f in fields(TaskRecord)]:
+        shown = "task_type" if name == "type" else name
+        assert [getattr(t, shown) for t in past.tasks] == [getattr(t, shown) for t in live.tasks], name
+    assert [vars(d) for d in past.diagnosis_history] == [vars(d) for d in live.diagnosis_history]
+
+
 def test_runs_are_listed_newest_first(runs):
     runs_dir, clean, failed = runs
     listed = list_runs(runs_dir)
@@ -334,6 +353,19 @@ def test_readers_import_nothing_from_run_py():
             elif isinstance(node, ast.Import) and any(alias.name.endswith("engine.run") for alias in node.names):
                 offenders.append(f"{name}: import {node.names[0].name}")
     assert not offenders, offenders
+
+
+def test_the_snapshot_is_a_value_that_imports_no_renderer():
+    """Renderers import the snapshot, never the other way round (not even lazily or for type hints):
+    text is format_summary(snapshot)'s, as HTML is overview_html(snapshot)'s."""
+    import ast
+
+    source = (Path(kwnb.__file__).parent / "engine/records/snapshot.py").read_text()
+    imported = [f"{'.' * node.level}{node.module or ''}" for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.ImportFrom)]
+    renderers = ("summary", "overview", "static", "dashboard", "pictures", "notebook")
+    assert not [name for name in imported if any(word in name for word in renderers)], imported
+    assert not hasattr(RunSnapshot, "summary")
 
 
 def test_terminal_lists_and_shows_past_runs(runs, tmp_path):

@@ -283,3 +283,32 @@ def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
     rows = overview_html(run.snapshot(), [], badge).split("<tr>")[2:]
     assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["chief 0", "worker 0", "evaluator 0"]
     assert board.curves.value  # drawn, the evaluator's line among the chief's
+
+
+# ----- which task is the chief ---------------------------------------------------------------------
+
+def test_the_chief_is_a_chief_task_else_worker_0_else_the_coordinator():
+    assert roles.chief_position(plan_tasks(2)) == 0  # worker 0, under MultiWorkerMirroredStrategy
+    assert roles.chief_position(plan_tasks(2, chief=True, evaluator=True)) == 0
+    assert roles.chief_position(plan_tasks(1, ps=1, chief=True)) == 0  # the chief task, beside ps tasks too
+    assert roles.chief_position(plan_tasks(2, ps=1)) is None  # the notebook, ParameterServerStrategy's coordinator
+    assert roles.chief_position([TaskId("worker", 1), TaskId("chief", 0)]) == 1  # by name, not by place
+
+
+def test_a_reopened_chief_and_ps_run_has_the_chief_the_live_one_had(tmp_path):
+    """`--chief --ps`: the chief task is the chief (a notebook coordinates only without one). A past run
+    whose folder lacks its result (the kernel ended first) took the notebook for the chief here."""
+    import shutil
+
+    run = launch_roles(tmp_path, "ps=0.1", n=1, chief=True, ps=1, name="chief_ps")
+    assert run.wait(timeout=40) and run.done
+    live = [(task.name, task.is_chief) for task in run.snapshot().tasks]
+    assert live == [("chief:0", True), ("worker:0", False), ("ps:0", False)]
+    cut_off = Path(shutil.copytree(run.dir, tmp_path / "cut_off"))
+    description = json.loads((cut_off / "run.json").read_text())
+    del description["result"]
+    (cut_off / "run.json").write_text(json.dumps(description))
+    for folder in (run.dir, cut_off):
+        past = kwnb.open_run(folder)
+        assert [(task.name, task.is_chief) for task in past.snapshot().tasks] == live, folder
+        assert "chief 0" in overview_lines(past)[2] and "(chief)" not in "".join(overview_lines(past))

@@ -33,11 +33,11 @@ def test_threads_are_shared_among_the_tasks_and_a_run_too_big_is_told_and_goes_a
     described = json.loads((run.dir / "run.json").read_text())["threads"]
     assert described["why"] == "1 CPU (CPU_LIMIT) shared by 2 tasks" and described["set"]["OMP_NUM_THREADS"] == "1"
     warnings = [note for note in run.notes if "may not fit in memory" in note]
-    assert len(warnings) == 1 and "2 tasks need about 120 MB" in warnings[0] and "(MEM_LIMIT)" in warnings[0]
+    assert len(warnings) == 1 and "2 tasks need about 114 MiB" in warnings[0] and "(MEM_LIMIT)" in warnings[0]
     assert "goes ahead" in warnings[0]
     overview._limits[:] = [0.0, None]  # read afresh, not from another test's cache
     shown = overview.overview_html(run.snapshot(), [], badge=str)
-    assert shown.count("<tr>") == 3 and " of 64 MB (MEM_LIMIT)</div>" in shown  # the limit that applies
+    assert shown.count("<tr>") == 3 and " of 64 MiB (MEM_LIMIT)</div>" in shown  # the limit that applies
 
 
 def test_the_users_thread_settings_win_and_a_run_that_fits_is_not_warned(tmp_path, monkeypatch):

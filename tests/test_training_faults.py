@@ -157,7 +157,7 @@ def test_a_task_the_oom_killer_ends_is_out_of_memory_not_killed(tmp_path):
         assert oom.task == 1 and oom.message.startswith("worker 1 was killed by the kernel's OOM killer: its memory "
                                                         "peaked at"), oom.message
         assert any(d.kind == "peer_lost" and "killed by the kernel's OOM killer" in d.message for d in run.diagnoses)
-        assert "against a limit of 700 MB (cgroup v" in oom.message and "`killed` instead" in oom.message
+        assert "against a limit of 700 MiB (cgroup v" in oom.message and "`killed` instead" in oom.message
         assert any("oom_kill 0 -> 1" in line for line in oom.evidence), oom.evidence
         assert oom.since - run.workers[1].ended_at < CAUSE_SECONDS
         assert not any(d.kind == "killed" for d in run.diagnoses)

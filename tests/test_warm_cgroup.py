@@ -146,7 +146,7 @@ def test_after_a_64_task_run_the_pool_starts_no_more_than_its_cap(binder_group, 
     assert result["codes"] == [0]
     assert result["started"] == 1 and result["idle"] == 1, result  # one CPU: one interpreter, not 64
     assert result["cap"].startswith("at most 1, by the CPUs: 1 CPU (cgroup v1 cpu.cfs_quota_us)"), result
-    assert "of 2.1 GB, cgroup v1 memory.limit_in_bytes" in result["cap"], result
+    assert "of 2.0 GiB, cgroup v1 memory.limit_in_bytes" in result["cap"], result
     assert result["refused"].startswith("1 of the 64 wanted kept"), result
     assert result["at_19"] and result["main_nice"] == 0, result  # imports at 19; the task's thread keeps 0
 

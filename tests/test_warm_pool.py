@@ -67,7 +67,7 @@ def test_the_cap_is_the_smaller_of_the_cpus_and_what_fits_in_memory():
     assert warm_room.cap(limits(256, 2, 64)).count == 64
     binder = warm_room.cap(limits(2, 0.3, 1))
     assert binder.count == 1 and "by the CPUs: 1 CPU (cgroup v1 cpu.cfs_quota_us)" in binder.why
-    short = warm_room.cap(limits(2, 1.5, 4))  # 0.5 GB left: not one training task with 250 MB spare
+    short = warm_room.cap(limits(2, 1.5, 4))  # 0.5 GiB left: not one training task with 250 MB spare
     assert short.count == 0 and "by the memory" in short.why and "cgroup v1 memory.limit_in_bytes" in short.why
     assert warm_room.cap(limits(2, 1.5, 4), pool_memory=1 << 30).count == 1  # the pool's own memory is its to use
 
@@ -124,4 +124,4 @@ def test_kw_pool_says_the_cap_and_why(monkeypatch, capsys):
     shell.run_line_magic("kw_pool", "")
     said = capsys.readouterr().out
     assert "kwnb: pool cap at most 0, by the memory: 1 CPU (CPU_LIMIT); memory for 0 training tasks" in said
-    assert "of 537 MB, MEM_LIMIT" in said
+    assert "of 512 MiB, MEM_LIMIT" in said

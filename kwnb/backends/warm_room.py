@@ -19,7 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from ..machine.limits import Limits, cgroup_of, format_bytes, read_limits
+from ..machine.limits import Limits, cgroup_of, read_limits
+from ..machine.sizes import format_size
 
 # What a TensorFlow task takes once it trains: peak RSS 729 MB for each task of a small tf-keras
 # MultiWorkerMirroredStrategy fit here (tests/scripts/warm_probe.py, benchmarks/workloads/train.py,
@@ -48,8 +49,8 @@ def cap(limits: Limits, pool_memory: int = 0) -> Cap:
     count = min(by_cpu, by_memory)
     cpu_words = f"{limits.cpus:g} CPU{'s' if limits.cpus != 1 else ''} ({limits.cpus_source})"
     memory_words = (f"memory for {by_memory} training task{'s' if by_memory != 1 else ''} of "
-                    f"{format_bytes(TASK_MEMORY)} ({format_bytes(room + SPARE_MEMORY)} left of "
-                    f"{format_bytes(limits.memory)}, {limits.memory_source}, less {format_bytes(SPARE_MEMORY)} spare)")
+                    f"{format_size(TASK_MEMORY)} ({format_size(room + SPARE_MEMORY)} left of "
+                    f"{format_size(limits.memory)}, {limits.memory_source}, less {format_size(SPARE_MEMORY)} spare)")
     limited_by = "CPUs" if by_cpu <= by_memory else "memory"
     return Cap(count, f"at most {count}, by the {limited_by}: {cpu_words}; {memory_words}")
 
@@ -71,7 +72,7 @@ def fit_warning(script: str, count: int, pool_memory: int = 0, limits: Limits | 
     if need <= left:
         return ""
     return (f"this run may not fit in memory: {count} task{'s' if count != 1 else ''} need about "
-            f"{format_bytes(need)} once training, and {format_bytes(left)} is left of the {format_bytes(limits.memory)} "
+            f"{format_size(need)} once training, and {format_size(left)} is left of the {format_size(limits.memory)} "
             f"limit ({limits.memory_source}); it goes ahead, but an out-of-memory kill would be no surprise")
 
 

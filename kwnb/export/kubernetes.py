@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import OptionError
+from ..machine.sizes import format_size
 from ..task.runfolder import RunDescription
 
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server refuses a ConfigMap whose data add up to more
@@ -149,8 +150,8 @@ def configmap(run: RunDescription, name: str, metadata: dict, *, run_files: bool
         data[key], sizes[key] = text, len(text.encode("utf-8"))
     total = sum(sizes.values())
     if total > CONFIGMAP_LIMIT:
-        listed = ", ".join(f"{key} {size_text(n)}" for key, n in sorted(sizes.items(), key=lambda kv: -kv[1]))
-        raise OptionError(f"the job's files come to {size_text(total)} ({listed}), more than a ConfigMap holds (1 MiB). "
+        listed = ", ".join(f"{key} {format_size(n)}" for key, n in sorted(sizes.items(), key=lambda kv: -kv[1]))
+        raise OptionError(f"the job's files come to {format_size(total)} ({listed}), more than a ConfigMap holds (1 MiB). "
                          f"Bake them into the image instead (COPY them to --workdir, default {DEFAULT_WORKDIR}) "
                          f"and export with --no-files; load data from a volume or object storage, not from files")
     configmap = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -158,10 +159,6 @@ def configmap(run: RunDescription, name: str, metadata: dict, *, run_files: bool
     if binary:
         configmap["binaryData"] = binary
     return configmap
-
-
-def size_text(n: int) -> str:
-    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
 
 
 # ----- YAML -------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The session's real limits: memory and CPUs where they are enforced, not the machine's figures.
 
-Inside a container or a JupyterHub pod, psutil reports the whole node (a 2 GB Binder session on a
-64 GB node sees 64 GB). The limits that apply are those of the memory and CPU cgroups kwnb runs in
+Inside a container or a JupyterHub pod, psutil reports the whole node (a 2 GiB Binder session on a
+64 GiB node sees 64 GiB). The limits that apply are those of the memory and CPU cgroups kwnb runs in
 (cgroup v1: memory.limit_in_bytes, cpu.cfs_quota_us / cpu.cfs_period_us; v2: memory.max, cpu.max;
 the smallest along the path to the root, since a parent's limit binds its children), and the
 MEM_LIMIT / CPU_LIMIT variables JupyterHub's spawners set (in bytes and in CPUs). The machine's
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from .sizes import format_size
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # cgroup v1 writes "no limit" as the largest page-aligned 64-bit value; anything this large is none.
@@ -59,15 +61,8 @@ class Limits:
         return max(0, self.memory - self.memory_used)
 
     def describe(self) -> str:
-        return (f"{format_bytes(self.memory)} of memory ({self.memory_source}), {format_bytes(self.memory_used)} in use; "
+        return (f"{format_size(self.memory)} of memory ({self.memory_source}), {format_size(self.memory_used)} in use; "
                 f"{self.cpus:g} CPU{'s' * (self.cpus != 1)} ({self.cpus_source})")
-
-
-def format_bytes(count: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(count) >= size:
-            return f"{count / size:.1f} {unit}" if unit == "GB" else f"{count / size:.0f} {unit}"
-    return f"{count:.0f} B"
 
 
 def _mounts(mountinfo: Path) -> dict[str, tuple[Path, str]]:

@@ -24,6 +24,7 @@ import weakref
 import ipywidgets as widgets
 
 from ..engine.records.snapshot import LOG_LINES
+from ..engine.records.summary import format_summary
 from ..engine.readers.tf_messages import is_runtime_line
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
@@ -314,7 +315,7 @@ class Dashboard:
             curves = self.curves.value if snapshot.done else None
             timeline = self.timeline.value if snapshot.done else None
         bundle["text/html"] = static_html(snapshot, curves or None, timeline or None)
-        bundle["text/plain"] = snapshot.summary() if snapshot.done else repr(self.run)
+        bundle["text/plain"] = format_summary(snapshot) if snapshot.done else repr(self.run)
         return bundle
 
     def _repr_mimebundle_(self, **kwargs):

@@ -17,6 +17,7 @@ from IPython.display import Image, display
 from .. import api
 from ..engine.live.cluster import tf_configs
 from ..errors import KwnbError
+from ..machine.sizes import format_size
 from ..export import EXPORT_ARGUMENTS, export_options, export_run, write_manifest
 from ..options import LAUNCH_ARGUMENTS, launch_options
 from ..task.runfolder import find_run_dir
@@ -230,9 +231,9 @@ class KwnbMagics(Magics):
             print(f"kwnb: {POOL.refused}")
         for warm in idle:
             state = "ready" if warm["ready"] else "importing TensorFlow"
-            print(f"pid {warm['pid']:>7}  {state:<20} {warm['pss'] / 2**20:6.0f} MB  {warm['age']:5.0f} s old")
+            print(f"pid {warm['pid']:>7}  {state:<20} {format_size(warm['pss']):>9}  {warm['age']:5.0f} s old")
         if idle:
-            print(f"kwnb: {len(idle)} warm, {sum(w['pss'] for w in idle) / 2**20:.0f} MB in all (PSS); emptied after "
+            print(f"kwnb: {len(idle)} warm, {format_size(sum(w['pss'] for w in idle))} in all (PSS); emptied after "
                   f"{IDLE_SECONDS / 60:.0f} idle minutes and at exit")
 
     @line_magic

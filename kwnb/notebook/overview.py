@@ -13,7 +13,8 @@ import html
 import time
 
 from ..machine.limits import read_limits
-from ..engine.records.summary import megabytes, rate_text
+from ..engine.records.summary import rate_text
+from ..machine.sizes import format_size
 
 PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
@@ -107,18 +108,18 @@ LIMITS_SECONDS = 5.0
 
 
 def memory_line() -> str:
-    """'memory: 733 MB of 2.0 GB (cgroup v1 memory.limit_in_bytes)': the session's, where its limit counts it."""
+    """'memory: 699 MiB of 2.0 GiB (cgroup v1 memory.limit_in_bytes)': the session's, where its limit counts it."""
     if _limits[1] is None or time.monotonic() - _limits[0] >= LIMITS_SECONDS:
         _limits[:] = [time.monotonic(), read_limits()]
     limits = _limits[1]
-    return f"memory: {megabytes(limits.memory_used)} of {megabytes(limits.memory)} ({limits.memory_source})"
+    return f"memory: {format_size(limits.memory_used)} of {format_size(limits.memory)} ({limits.memory_source})"
 
 
 def _row(task, flagged: bool, badge) -> str:
     _, progress = task.progress
     cpu = "-" if task.cpu_percent is None or not task.alive else f"{task.cpu_percent:.0f} %"
-    memory = megabytes(task.rss) if task.rss and task.alive else (
-        f"peak {megabytes(task.peak_rss)}" if task.peak_rss else "-")
+    memory = format_size(task.rss) if task.rss and task.alive else (
+        f"peak {format_size(task.peak_rss)}" if task.peak_rss else "-")
     cells = [("&#9888; " if flagged else "") + html.escape(task.label), badge(task.status),
              html.escape(phase_text(task)), html.escape(progress or "-"),
              html.escape(rate_text(task.rate)), cpu, html.escape(memory),

@@ -16,6 +16,7 @@ import base64
 import html
 import io
 
+from ..engine.records.summary import format_summary
 from .overview import OVERVIEW_CSS, badge, diagnoses_html, overview_html
 
 STATIC_CLASS = "kwnb-static"  # what the browser test looks for: never shown beside the live widgets
@@ -79,7 +80,7 @@ def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = 
         # Closed: the picture above says how it went, and `%kw_wait` (docs/user-guide.md's advice for a published
         # page) prints the same text just below; the exit codes stay in sight on the fold's label.
         codes = ", ".join("unknown" if code is None else str(code) for code in snapshot.exit_codes)
-        parts.append(f"<details><summary>summary (exit codes {codes})</summary><pre>{pre_text(snapshot.summary())}"
+        parts.append(f"<details><summary>summary (exit codes {codes})</summary><pre>{pre_text(format_summary(snapshot))}"
                      "</pre></details>")
     else:
         name = html.escape(snapshot.name)

@@ -44,13 +44,13 @@ def check_overview_rows(ui) -> None:
     live = [s["overview"] for s in ui["snapshots"] if phases(s) == ["training", "training"]]
     assert live and all(o["columns"] == COLUMNS and all(o["rows_shown"]) for o in live)
     full = [o for o in live if all(re.fullmatch(r"\d+\.\d steps/s", r[4]) and float(r[4].split()[0]) > 0
-                                   and re.fullmatch(r"\d+ MB", r[6]) and r[5].endswith(" %") for r in o["rows"])]
+                                   and re.fullmatch(r"\d+(\.\d)? [KMG]iB", r[6]) and r[5].endswith(" %") for r in o["rows"])]
     assert full, f"no moment with both rows' rate, CPU and memory: {live[-1]['rows']}"
     assert [r[0] for r in full[0]["rows"]] == ["worker 0 (chief)", "worker 1"]
     for state in (ui["final"], ui["dark"]):
         rows = state["overview"]["rows"]
         assert [r[1] for r in rows] == ["FINISHED"] * 2 and phases(state) == ["finished"] * 2, rows
-        assert all(re.fullmatch(r"peak \d+ MB", r[6]) and r[7] == "0" for r in rows), rows
+        assert all(re.fullmatch(r"peak \d+(\.\d)? [KMG]iB", r[6]) and r[7] == "0" for r in rows), rows
         assert all(re.fullmatch(r"\d+\.\d steps/s", r[4]) for r in rows), rows  # over each task's training
 
 

@@ -18,7 +18,7 @@ from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from . import training_faults as training
 from .diagnosis import Diagnosis, ended as _ended, signal_name
-from ..records.summary import megabytes
+from ...machine.sizes import format_size
 
 if TYPE_CHECKING:
     from ..live.run import Run
@@ -199,7 +199,7 @@ def killed(task: "Task") -> Diagnosis | None:
     if found is not None:
         return out_of_memory(task, found)
     peak = task.signals.peak_rss
-    memory = f"; peak memory {megabytes(peak)}" if peak else ""
+    memory = f"; peak memory {format_size(peak)}" if peak else ""
     hint = ""
     if number == signal.SIGKILL and _memory_was_high(peak):
         hint = ": the system may have run out of memory (the OOM killer sends SIGKILL); try fewer workers or " \
@@ -211,11 +211,11 @@ def killed(task: "Task") -> Diagnosis | None:
 def out_of_memory(task: "Task", found: "oom.OomEvidence") -> Diagnosis:
     last, peak = task.vitals.rss, task.signals.peak_rss  # (a sample taken as it died reads 0)
     held = "kwnb had no memory sample of it" if not peak else \
-        f"its memory peaked at {megabytes(peak)}" + (f", {megabytes(last)} at kwnb's last look" if last else "")
+        f"its memory peaked at {format_size(peak)}" + (f", {format_size(last)} at kwnb's last look" if last else "")
     return Diagnosis("out_of_memory", task.position,
                      f"{task.id} was killed by the kernel's OOM killer: {held} (resident, shared libraries included), "
                      f"against a limit of "
-                     f"{megabytes(found.limit)} ({found.limit_source}). Use less memory per task (smaller batches, "
+                     f"{format_size(found.limit)} ({found.limit_source}). Use less memory per task (smaller batches, "
                      f"fewer workers, data read from files rather than held in memory); `killed` instead would mean "
                      f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines])
 

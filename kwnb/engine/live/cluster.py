@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import OptionError
 from ...machine.ports import free_ports
+from ..tasks.roles import chief_position
 from ...task.tf_config import TASK_TYPES, TaskId, address_of, cluster_spec, tf_config, tf_config_json
 
 __all__ = ["TASK_TYPES", "MAX_TASKS", "TaskId", "address_of", "cluster_spec", "tf_config", "tf_config_json",
@@ -37,8 +38,7 @@ def coordinator_of(tasks: list[TaskId]) -> TaskId | None:
     """The chief entry a coordinator outside the run needs: with ps tasks and no chief task, the
     coordinator of ParameterServerStrategy is the calling process (the notebook), and TensorFlow wants
     it in the cluster as `chief` (without it: "task_type 'chief' not found in cluster_spec")."""
-    types = {task.type for task in tasks}
-    return TaskId("chief", 0) if "ps" in types and "chief" not in types else None
+    return TaskId("chief", 0) if chief_position(tasks) is None else None  # no task is the chief (tasks/roles.py)
 
 
 def localhost_cluster(tasks: list[TaskId], ports: list[int] | None = None) -> dict[str, list[str]]:

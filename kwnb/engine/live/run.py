@@ -44,6 +44,7 @@ from .supervisor import POLL_SECONDS, Supervisor
 from .control import TaskControl, log_separator
 from ..records.record import record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
+from ..records.summary import format_summary
 from ..tasks.task import Task
 
 DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
@@ -392,7 +393,7 @@ class Run(RunReading, Supervisor, TaskControl):
             return snapshot_of_run(self, where)
 
     def summary(self) -> str:
-        return self.snapshot().summary()
+        return format_summary(self.snapshot())
 
     def __repr__(self) -> str:
         return f"<kwnb Run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"

@@ -26,13 +26,15 @@ from ...task.runfolder import DESCRIPTION, RUN_JSON_FORMAT, RunFolder, default_r
 from ...task.tf_config import TaskId
 from ..diagnoses.diagnosis import Diagnosis
 from ..readers.metrics import MetricsParser
+from ..tasks.roles import chief_position
 from .reading import RunReading
-from .record import HISTORY
+from .record import HISTORY, DiagnosisRecord, RunResult, TaskRecord, TaskRows, read_record
 from ..readers.screen import TerminalScreen
 from .snapshot import LOG_LINES, RunSnapshot, TaskView
+from .summary import format_summary
 from ..readers.tf_messages import is_runtime_line
 
-READ_CHUNK = 1 << 20  # logs are read in 1 MB pieces: memory stays flat whatever their size
+READ_CHUNK = 1 << 20  # logs are read in 1 MiB pieces: memory stays flat whatever their size
 
 
 class UnreadableRun(KwnbError, ValueError):
@@ -70,47 +72,38 @@ class PastRun(RunReading):
                 "the run is still going elsewhere, or what ran it ended before it did" if version >= 2 else
                 "an older kwnb wrote this folder"))
             result = {"status": "unknown", "tasks": []}
-        recorded = {(t["type"], t["index"]): t for t in result["tasks"]}
+        kept = read_record(RunResult, result)
+        recorded = {(task.type, task.index): task for task in kept.tasks}
         rows = self._rows(description.tasks)
-        # As Run decides it: under ParameterServerStrategy the chief is the notebook, not a task.
-        chief = not any(kind == "ps" for kind, _ in description.tasks)
-        tasks = tuple(self._task(position, TaskId(kind, index), recorded.get((kind, index), {}), rows[position],
-                                 chief and position == 0)
+        chief = chief_position([TaskId(kind, index) for kind, index in description.tasks])  # as the live run's
+        tasks = tuple(self._task(TaskId(kind, index), recorded.get((kind, index)) or TaskRecord(type=kind, index=index),
+                                 position, rows[position], position == chief)
                       for position, (kind, index) in enumerate(description.tasks))
-        diagnoses = tuple(map(_diagnosis, result.get("diagnoses", [])))
-        return RunSnapshot(
-            name=self.name, dir=self.dir, status=result["status"], done=True, tasks=tasks,
-            started_at=result.get("started_at"), ended_at=result.get("ended_at"), elapsed=result.get("elapsed") or 0.0,
-            restarts=result.get("restarts", 0), user_restarts=result.get("user_restarts", 0),
-            reason=result.get("reason", ""), notes=tuple(result.get("notes", [])),
-            diagnoses=diagnoses, diagnosis_history=tuple(map(_diagnosis, result.get("diagnosis_history", []))),
-            past=True, missing=tuple(self.missing), taken_at=time.time())
+        shown = {**vars(kept), "tasks": tasks, "diagnoses": tuple(map(_diagnosis, kept.diagnoses)),
+                 "diagnosis_history": tuple(map(_diagnosis, kept.diagnosis_history))}
+        return RunSnapshot(**shown, name=self.name, dir=self.dir, done=True, past=True, missing=tuple(self.missing),
+                           taken_at=time.time())
 
-    def _task(self, position: int, task_id: TaskId, recorded: dict, rows: dict, chief: bool) -> TaskView:
+    def _task(self, task_id: TaskId, kept: TaskRecord, position: int, rows: tuple, chief: bool) -> TaskView:
+        """What run.json kept of the task, with its lines counted in its log and its metric rows (`rows`:
+        the TaskRows and, where they were parsed again, the progress they give)."""
         log_path = self.folder.log(task_id.type, task_id.index)
         tail, total, runtime = self._log_tail(log_path)
-        parser_progress = rows.pop("progress", None)
-        return TaskView(
-            position=position, id=task_id, is_chief=recorded.get("is_chief", chief),
-            status=recorded.get("status", "unknown"), phase=recorded.get("phase", "unknown"),
-            returncode=recorded.get("returncode"), pid=recorded.get("pid"), where=recorded.get("where", ""),
-            address=recorded.get("address", ""), started_at=recorded.get("started_at"),
-            ended_at=recorded.get("ended_at"), elapsed=recorded.get("elapsed") or 0.0,
-            restarts=recorded.get("restarts", 0), warm=recorded.get("warm", False), alive=False,
-            phases=tuple((at, phase) for at, phase in recorded.get("phases", [])), tail=tail, total_lines=total,
-            runtime_lines=runtime, log_path=log_path,
-            progress=tuple(recorded.get("progress") or parser_progress or (None, "")),
-            epochs=tuple(rows["epochs"]), steps=tuple(rows["steps"]), steps_per_epoch=rows.get("steps_per_epoch"),
-            peak_rss=recorded.get("peak_rss", 0), rate=recorded.get("rate"), time_in=dict(recorded.get("time_in", {})))
+        history, parsed_progress = rows
+        shown = {**vars(kept), **vars(history), "position": position, "total_lines": total, "runtime_lines": runtime,
+                 "is_chief": chief if kept.is_chief is None else kept.is_chief,
+                 "progress": kept.progress or parsed_progress or (None, "")}
+        del shown["type"], shown["index"]
+        return TaskView(**shown, id=task_id, alive=False, tail=tail, log_path=log_path)
 
-    def _rows(self, task_ids: list) -> list[dict]:
-        """Each task's metric rows: history.json, else the logs and kwnb.report() rows read again."""
+    def _rows(self, task_ids: list) -> list[tuple]:
+        """Each task's TaskRows and, where they were parsed again, its progress: history.json, else the
+        logs and kwnb.report() rows read again."""
         path = self.folder.path / HISTORY
         try:
             tasks = json.loads(path.read_text(encoding="utf-8"))["tasks"]
             if len(tasks) == len(task_ids):
-                return [{"epochs": t["epochs"], "steps": t["steps"], "steps_per_epoch": t.get("steps_per_epoch")}
-                        for t in tasks]
+                return [(read_record(TaskRows, task), None) for task in tasks]
             why = "it lists other tasks"
         except FileNotFoundError:
             why = "no such file"
@@ -119,14 +112,14 @@ class PastRun(RunReading):
         self.missing.append(f"{HISTORY} ({why}): the curves were read again from the logs and kwnb.report() rows")
         return [self._parse_rows(position, kind, index) for position, (kind, index) in enumerate(task_ids)]
 
-    def _parse_rows(self, position: int, kind: str, index: int) -> dict:
+    def _parse_rows(self, position: int, kind: str, index: int) -> tuple:
         parser = MetricsParser()
         for path, feed in ((self.folder.log(kind, index), parser.feed),
                            (self.folder.metrics(position), parser.feed_report_lines)):
             for chunk in _chunks(path):
                 feed(chunk)
-        return {"epochs": parser.history(), "steps": list(parser.steps), "steps_per_epoch": parser.steps_per_epoch,
-                "progress": parser.progress()}
+        rows = TaskRows(epochs=tuple(parser.history()), steps=tuple(parser.steps), steps_per_epoch=parser.steps_per_epoch)
+        return rows, parser.progress()
 
     def _log_tail(self, path: Path) -> tuple[tuple, int, int]:
         """The last LOG_LINES lines as a terminal shows them, how many lines in all, how many runtime lines."""
@@ -198,7 +191,7 @@ class PastRun(RunReading):
         return self._snapshot.step_history(self.task(task if index is None else index).position)
 
     def summary(self) -> str:
-        return self._snapshot.summary()
+        return format_summary(self._snapshot)
 
     def __repr__(self) -> str:
         return f"<kwnb past run {self.name!r} {self.status}, {len(self.workers)} tasks, {self.dir}>"
@@ -327,6 +320,5 @@ def _mtime(folder: Path) -> float:
         return 0.0
 
 
-def _diagnosis(record: dict) -> Diagnosis:
-    return Diagnosis(kind=record["kind"], task=record.get("task"), message=record["message"],
-                     since=record.get("since", 0.0), evidence=list(record.get("evidence", [])))
+def _diagnosis(kept: DiagnosisRecord) -> Diagnosis:
+    return Diagnosis(**{**vars(kept), "evidence": list(kept.evidence)})

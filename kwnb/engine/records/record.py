@@ -7,16 +7,133 @@ diagnoses standing at the end and every one ever made) and its metric rows into 
 (kept apart: up to 20,000 step rows per task would slow every `%kw_runs` listing, which reads
 each run.json). Both are replaced atomically (a temporary file, then rename), so a kernel killed
 mid-write leaves the previous file whole.
+
+What is kept is declared once, as the fields of RunResult, TaskRecord, DiagnosisRecord and TaskRows:
+writing walks them (`record_of`, reading each from the snapshot) and reading walks them back
+(`read_record`), where a field an older folder lacks takes its default. A new field is one line here.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ...task.runfolder import RUN_JSON_FORMAT, RunFolder
 
 HISTORY = "history.json"
+
+
+def saved(default=dataclasses.MISSING, *, source: str = "", read=None, each: type | None = None):
+    """A kept field: `source` names the snapshot's attribute when it is not the field's name, `read`
+    turns JSON's value back (a list into a tuple), `each` is the record type of every item of a list."""
+    metadata = {"source": source, "read": read, "each": each}
+    if isinstance(default, (list, dict)):  # an empty one: a fresh one for each record, as dataclasses want
+        return field(default_factory=type(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _zero_if_null(value):
+    return value or 0.0  # a task that never started has no elapsed time (null)
+
+
+def _pairs(value) -> tuple:
+    return tuple((at, phase) for at, phase in value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiagnosisRecord:
+    """A diagnosis (engine/diagnoses/diagnosis.py) as kept."""
+
+    kind: str
+    task: int | None = None
+    message: str
+    since: float = 0.0
+    evidence: list = saved([], read=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskRecord:
+    """One task as kept (from its TaskView, engine/records/snapshot.py)."""
+
+    position: int | None = None  # a past run takes it from run.json's task list
+    type: str = saved(source="task_type")
+    index: int
+    is_chief: bool | None = None  # unknown: engine/tasks/roles.py decides, as it did for the live run
+    status: str = "unknown"
+    phase: str = "unknown"
+    returncode: int | None = None
+    pid: int | None = None
+    where: str = ""
+    address: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    elapsed: float = saved(0.0, read=_zero_if_null)
+    restarts: int = 0
+    warm: bool = False
+    phases: tuple = saved((), read=_pairs)  # (time it began, phase)
+    runtime_lines: int = 0
+    total_lines: int = 0
+    progress: tuple = saved((), read=tuple)  # (fraction done or None, "epoch 2/5, step 30/100")
+    peak_rss: int = 0
+    rate: float | None = None
+    time_in: dict = saved({}, read=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """run.json's "result": how the run went."""
+
+    status: str
+    started_at: float | None = None
+    ended_at: float | None = None
+    elapsed: float = saved(0.0, read=_zero_if_null)
+    restarts: int = 0
+    user_restarts: int = 0
+    reason: str = ""
+    notes: tuple = saved((), read=tuple)
+    diagnoses: tuple = saved((), each=DiagnosisRecord)
+    diagnosis_history: tuple = saved((), each=DiagnosisRecord)
+    tasks: tuple = saved(each=TaskRecord)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskRows:
+    """One task's metric rows, as history.json keeps them."""
+
+    epochs: tuple = saved(read=tuple)
+    steps: tuple = saved(read=tuple)
+    steps_per_epoch: int | None = None
+
+
+def record_of(kind: type, source) -> dict:
+    """What run.json keeps of `source` (a snapshot, a task's view, a diagnosis): each field of `kind`."""
+    kept = {}
+    for item in fields(kind):
+        value = getattr(source, item.metadata.get("source") or item.name)
+        each = item.metadata.get("each")
+        kept[item.name] = [record_of(each, one) for one in value] if each else value
+    return kept
+
+
+def read_record(kind: type, data: dict):
+    """A `kind` from what record_of wrote; a field `data` lacks (an older kwnb wrote it) takes its default."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{kind.__name__} is {type(data).__name__}, not an object")
+    required = [item.name for item in fields(kind)
+                if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING]
+    for name in required:
+        if name not in data:
+            raise KeyError(name)  # every kwnb that wrote a result wrote these
+    return kind(**{item.name: _read_value(item, data[item.name]) for item in fields(kind) if item.name in data})
+
+
+def _read_value(item: dataclasses.Field, value):
+    each, read = item.metadata.get("each"), item.metadata.get("read")
+    if each:
+        return tuple(read_record(each, one) for one in value)
+    return read(value) if read else value
 
 
 def record_result(run) -> None:
@@ -27,39 +144,10 @@ def record_result(run) -> None:
 def write_result(snapshot) -> None:
     folder = RunFolder(snapshot.dir)
     description = json.loads(folder.description.read_text(encoding="utf-8"))
-    description.update({"format": RUN_JSON_FORMAT, "result": result_of(snapshot)})
+    description.update({"format": RUN_JSON_FORMAT, "result": record_of(RunResult, snapshot)})
     write_json(folder.description, description)
-    rows = {"tasks": [{"epochs": list(task.epochs), "steps": list(task.steps), "steps_per_epoch": task.steps_per_epoch}
-                      for task in snapshot.tasks]}
+    rows = {"tasks": [record_of(TaskRows, task) for task in snapshot.tasks]}
     write_json(folder.path / HISTORY, rows, indent=None)  # compact: up to 20,000 step rows a task
-
-
-def result_of(snapshot) -> dict:
-    return {
-        "status": snapshot.status, "started_at": snapshot.started_at, "ended_at": snapshot.ended_at,
-        "elapsed": snapshot.elapsed, "restarts": snapshot.restarts,
-        "user_restarts": snapshot.user_restarts, "reason": snapshot.reason,
-        "notes": list(snapshot.notes), "diagnoses": [diagnosis_record(d) for d in snapshot.diagnoses],
-        "diagnosis_history": [diagnosis_record(d) for d in snapshot.diagnosis_history],
-        "tasks": [task_record(task) for task in snapshot.tasks],
-    }
-
-
-def task_record(task) -> dict:
-    return {
-        "position": task.position, "type": task.id.type, "index": task.id.index, "is_chief": task.is_chief,
-        "status": task.status, "phase": task.phase, "returncode": task.returncode, "pid": task.pid,
-        "where": task.where, "address": task.address, "started_at": task.started_at, "ended_at": task.ended_at,
-        "elapsed": task.elapsed, "restarts": task.restarts, "warm": task.warm,
-        "phases": [[at, phase] for at, phase in task.phases], "runtime_lines": task.runtime_lines,
-        "total_lines": task.total_lines, "progress": list(task.progress), "peak_rss": task.peak_rss,
-        "rate": task.rate, "time_in": dict(task.time_in),
-    }
-
-
-def diagnosis_record(diagnosis) -> dict:
-    return {"kind": diagnosis.kind, "task": diagnosis.task, "message": diagnosis.message, "since": diagnosis.since,
-            "evidence": list(diagnosis.evidence)}
 
 
 def write_json(path: Path, data: dict, indent: int | None = 1) -> None:

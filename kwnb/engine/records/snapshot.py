@@ -136,11 +136,6 @@ class RunSnapshot:
     def step_history(self, task: int = 0) -> list[dict]:
         return [dict(row) for row in self.tasks[task].steps]
 
-    def summary(self) -> str:
-        from .summary import format_summary
-
-        return format_summary(self)
-
 
 def as_snapshot(source) -> RunSnapshot:
     """A RunSnapshot from a snapshot, a Run or a past run: what every renderer starts with."""

@@ -5,12 +5,9 @@ past run given instead is asked for its snapshot first.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ...machine.sizes import format_size
 from ..tasks.status import Status
-
-if TYPE_CHECKING:
-    from .snapshot import RunSnapshot
+from .snapshot import RunSnapshot, as_snapshot
 
 
 def format_metrics(row: dict, limit: int = 4) -> str:
@@ -18,8 +15,8 @@ def format_metrics(row: dict, limit: int = 4) -> str:
     return "  ".join(f"{k} {v:.4g}" for k, v in shown)
 
 
-def format_summary(run: "RunSnapshot") -> str:
-    run = _snapshot(run)
+def format_summary(run: RunSnapshot) -> str:
+    run = as_snapshot(run)
     codes = run.exit_codes
     tasks = len(run.workers)
     # A past run whose folder never got its result (an older kwnb, a kernel gone first) has no duration.
@@ -58,25 +55,17 @@ def format_summary(run: "RunSnapshot") -> str:
     return "\n".join(lines)
 
 
-def megabytes(size: int) -> str:
-    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
-
-
 def rate_text(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.1f} steps/s"
 
 
-def overview_lines(run: "RunSnapshot") -> list[str]:
+def overview_lines(run: RunSnapshot) -> list[str]:
     """The overview as a small text table: rate, peak memory and the time each task spent in each phase."""
     rows = [("task", "phase", "rate", "peak memory", "time in phases")]
-    for task in _snapshot(run).tasks:
+    for task in as_snapshot(run).tasks:
         phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in task.time_in.items() if seconds >= 0.05)
         rows.append((task.label, task.phase, rate_text(task.rate),
-                     megabytes(task.peak_rss) if task.peak_rss else "-", phases or "-"))
+                     format_size(task.peak_rss) if task.peak_rss else "-", phases or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4]
                             for row in rows]
-
-
-def _snapshot(run) -> "RunSnapshot":
-    return run if hasattr(run, "tasks") and hasattr(run, "taken_at") else run.snapshot()

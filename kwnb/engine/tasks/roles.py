@@ -37,12 +37,21 @@ def training(tasks: list) -> list:
     return [task for task in tasks if not is_sidecar(task)]
 
 
+def chief_position(task_ids: list[TaskId]) -> int | None:
+    """Which of a run's tasks is the chief, for a live run and a reopened one alike: a chief task if there
+    is one, else worker 0; None under ParameterServerStrategy without a chief task, whose chief is the
+    coordinator, the calling process (a notebook)."""
+    types = {task_id.type for task_id in task_ids}
+    if "ps" in types and "chief" not in types:
+        return None
+    return task_ids.index(TaskId("chief", 0) if "chief" in types else TaskId("worker", 0))
+
+
 def prepare(tasks: list) -> None:
     """Mark the chief and give an evaluator its parser, once the run has made its tasks."""
-    types = {task.task_type for task in tasks}
-    # Under ParameterServerStrategy without a chief task the chief is the coordinator (the notebook), not a task.
-    tasks[0].is_chief = tasks[0].task_type == "chief" or "ps" not in types
-    for task in tasks:
+    chief = chief_position([task.id for task in tasks])
+    for position, task in enumerate(tasks):
+        task.is_chief = position == chief
         if task.task_type == "evaluator":
             task.metrics = EvaluationParser()
 

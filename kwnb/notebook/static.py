@@ -35,8 +35,11 @@ PALETTE_COLOURS = 64
 
 
 def hide_account_css(account_class: str) -> str:
-    """The rule that hides one dashboard's account, for a style inside its widgets: present exactly where they render."""
-    return f".{account_class}{{display:none}}"
+    """The rules that hide one dashboard's account, for a style inside its widgets: present exactly where
+    they render. The output holding it goes too where the browser knows :has() (JupyterLab's and the
+    classic Notebook's output boxes), so no empty box is left under the widgets."""
+    return (f".{account_class},.jp-OutputArea-child:has(.{account_class}),"
+            f".output_area:has(.{account_class}){{display:none}}")
 
 
 def title_html(snapshot) -> str:

@@ -94,6 +94,7 @@ class PastRun(RunReading):
             position=position, id=task_id, is_chief=recorded.get("is_chief", chief),
             status=recorded.get("status", "unknown"), phase=recorded.get("phase", "unknown"),
             returncode=recorded.get("returncode"), pid=recorded.get("pid"), where=recorded.get("where", ""),
+            gpu=recorded.get("gpu", ""),
             address=recorded.get("address", ""), started_at=recorded.get("started_at"),
             ended_at=recorded.get("ended_at"), elapsed=recorded.get("elapsed") or 0.0,
             restarts=recorded.get("restarts", 0), warm=recorded.get("warm", False), alive=False,

@@ -49,7 +49,7 @@ def task_record(task) -> dict:
     return {
         "position": task.position, "type": task.id.type, "index": task.id.index, "is_chief": task.is_chief,
         "status": task.status, "phase": task.phase, "returncode": task.returncode, "pid": task.pid,
-        "where": task.where, "address": task.address, "started_at": task.started_at, "ended_at": task.ended_at,
+        "where": task.where, "gpu": task.gpu, "address": task.address, "started_at": task.started_at, "ended_at": task.ended_at,
         "elapsed": task.elapsed, "restarts": task.restarts, "warm": task.warm,
         "phases": [[at, phase] for at, phase in task.phases], "runtime_lines": task.runtime_lines,
         "total_lines": task.total_lines, "progress": list(task.progress), "peak_rss": task.peak_rss,

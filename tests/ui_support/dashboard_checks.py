@@ -75,8 +75,9 @@ def check_dashboard_shown_once(ui) -> None:
     the static account its output also carries, while the run goes and after its end updated that
     output; in the reopened page (whose unsaved outputs are gone) the one the last cell shows again."""
     live = [s["first_output"] for s in ui["snapshots"] if s] + [ui["final"]["first_output"]]
-    seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"]) for o in live}
-    assert seen == {(1, 1, 0)}, f"(dashboards in the run's cell, in the page, static accounts shown): {seen}"
+    seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"], o["account_boxes"]) for o in live}
+    assert seen == {(1, 1, 0, 0)}, ("(dashboards in the run's cell, in the page, static accounts shown, their "
+                                    f"output boxes shown): {seen}")
     # The same element throughout, or a second one if the page redrew the whole widget when the run's
     # end replaced the output's bundle: never more.
     drawn = {o["node"] for o in live}

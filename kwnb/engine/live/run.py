@@ -102,10 +102,9 @@ class Run(RunReading, Supervisor, TaskControl):
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
         self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
         self._init_progress()
-        self.gpu_placement = None  # each task's GPUs, when --gpus starts them on this machine
-        if gpus and self.launcher.runs_here:
-            self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env)
-            self._say(note=note)
+        # Each task's GPUs, when --gpus starts them on this machine (a scheduler places its own).
+        self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env) if gpus and self.launcher.runs_here else (None, "")
+        self._say(note=note)
 
     def _keep_policy(self, timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace,
                      stall_after) -> None:

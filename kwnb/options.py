@@ -44,7 +44,9 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
     (("--logdir",), dict(default=None, metavar="DIR",
                          help="where the tasks write TensorBoard event files, if not under the working directory; "
                               "their scalars become curves")),
-    (("--gpus",), dict(action="store_true", help="let tasks see GPUs (default: CUDA_VISIBLE_DEVICES=-1)")),
+    (("--gpus",), dict(action="store_true",
+                       help="give each task its own GPUs, or share them with memory growth if there are fewer "
+                            "GPUs than tasks (docs/gpus.md); default: none (CUDA_VISIBLE_DEVICES=-1)")),
     (("--backend",), dict(choices=tuple(backends()), default="local",
                           help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
     *backend_arguments(),

@@ -2,13 +2,15 @@
 
 nbclient saves widget state once, at the end, so this checks the dashboard's final state;
 live updates in a browser are the JupyterLab UI test's job. The same run, published: converted
-by nbconvert without widget state (as Jupyter Book and nbviewer do), and reopened by a new
-kernel with kwnb.open_run.
+by nbconvert with the widget state nbclient kept and without it, read with no script run (as
+GitHub, an offline copy or a blocked CDN show it) and in Chromium with the network cut; and
+reopened by a new kernel with kwnb.open_run.
 """
 import base64
 import copy
 import io
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -16,6 +18,8 @@ import pytest
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter, MarkdownExporter
 from PIL import Image
+
+from kwnb.notebook.static import hide_account_css
 
 SCRIPT = (Path(__file__).parent / "scripts" / "keras_fit.py").read_text()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -57,8 +61,11 @@ def text_of(cell) -> str:
 
 
 def test_cell_returns_a_dashboard_and_the_kernel_stays_free(executed):
-    (display,) = executed.cells[1].outputs
+    display, account = executed.cells[1].outputs
     assert "application/vnd.jupyter.widget-view+json" in display["data"]
+    # the widgets' output leaves pages without widgets to the account, its own output after it
+    assert display["data"]["text/html"] == "" and list(account["data"]) == ["text/html"]
+    assert 'class="kwnb-static"' in account["data"]["text/html"]
     # brought up to date when the run ended (update_display_data): the summary as text/plain
     assert display["data"]["text/plain"].startswith("kwnb run 'main': finished")
     assert text_of(executed.cells[2]).strip() == "run is still going"
@@ -107,13 +114,85 @@ def test_published_html_without_widget_state_shows_the_run(executed):
     # Palette PNGs (a quarter of the bytes), pictures still the size drawn: ~20 KB a run, not ~70.
     assert [Image.open(io.BytesIO(png)).mode for png in images] == ["P", "P"]
     assert all(Image.open(io.BytesIO(png)).width >= 600 for png in images)
-    account = executed.cells[1].outputs[0]["data"]["text/html"]
+    account = executed.cells[1].outputs[1]["data"]["text/html"]
     assert len(account) < 30_000, len(account)
     assert "still going" not in static.split("</details>")[0].lower()
     # The run's end, not the machine's memory when it ended; the summary folded (%kw_wait prints it below).
     assert "kwnb-overview-memory" not in account and "<summary>summary (exit codes 0, 0)</summary>" in account
     markdown, _ = MarkdownExporter().from_notebook_node(bare)
     assert markdown.count("data:image/png;base64,") >= 2 and "exit codes: 0, 0" in markdown
+
+
+def published(executed, state: str) -> str:
+    """The executed notebook as nbconvert's HTML, with the widget state nbclient kept or without it."""
+    notebook = copy.deepcopy(executed)
+    if state == "removed":
+        notebook.metadata.pop("widgets")
+    return HTMLExporter().from_notebook_node(notebook)[0]
+
+
+@pytest.mark.parametrize("state", ["kept", "removed"])
+def test_published_html_shows_the_run_with_no_script_run(executed, state):
+    """With the widget state, nbconvert draws the widgets' output as a script for a CDN's widget
+    renderer; without scripts (GitHub, an offline copy, a blocked CDN) the account shows, once,
+    with the overview and both pictures, state or none."""
+    page = published(executed, state)
+    assert ("application/vnd.jupyter.widget-view+json" in page) == (state == "kept")
+    bare = re.sub(r"<script\b.*?</script>", "", page, flags=re.S | re.I)
+    assert bare.count('class="kwnb-static"') == 1
+    static = bare[bare.index('class="kwnb-static"'):]
+    overview = static[static.index('<table class="kwnb-overview'):static.index("</table>")]
+    assert overview.count("<tr>") == 3 and overview.count("FINISHED") == 2
+    images = [Image.open(io.BytesIO(base64.b64decode(chunk.split('"')[0])))
+              for chunk in static.split("data:image/png;base64,")[1:]]
+    assert len(images) == 2 and all(image.width >= 600 and image.height >= 100 for image in images)
+    # What hides the account came with the widgets' state, a script's text: gone with the scripts.
+    account_class = executed.cells[1].outputs[1]["data"]["text/html"].split('"')[1]
+    hiding = hide_account_css(account_class)
+    assert account_class.startswith("kwnb-") and hiding not in bare and (hiding in page) == (state == "kept")
+
+
+def test_published_page_shows_the_run_with_the_network_cut(executed, tmp_path):
+    """The page as nbconvert made it (widget state and scripts kept) in Chromium with no network:
+    the widget renderer from the CDN never comes, and the account is what a reader sees."""
+    from playwright.sync_api import sync_playwright
+
+    from ui_support.dashboard_page import SHOTS
+    from ui_support.lab import CHROMIUM, CHROMIUM_ARGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no {CHROMIUM}")
+    path = tmp_path / "published.html"
+    path.write_text(published(executed, "kept"))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM,
+                                             args=CHROMIUM_ARGS + ["--host-resolver-rules=MAP * ~NOTFOUND"])
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            failed = []
+            page.on("requestfailed", lambda request: failed.append(request.url))
+            page.goto(path.as_uri(), wait_until="load")
+            page.wait_for_timeout(1000)  # the widget loader's script fails: nothing replaces the account
+            seen = page.evaluate(OFFLINE_ACCOUNT_JS)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.locator(".kwnb-static").screenshot(path=str(SHOTS / "published-offline.png"))
+        finally:
+            browser.close()
+    assert any("@jupyter-widgets/html-manager" in url for url in failed), failed  # it tried, and the CDN was cut
+    assert seen["accounts"] == 1 and seen["shown"] and seen["dashboards"] == 0, seen
+    assert "worker 0 (chief)\tFINISHED" in seen["text"] and "worker 1\tFINISHED" in seen["text"], seen["text"][:300]
+    assert len(seen["images"]) == 2 and all(width >= 600 and shown for width, shown in seen["images"]), seen["images"]
+
+
+# The published page's account as a reader sees it: drawn, its text, its pictures decoded and on screen.
+OFFLINE_ACCOUNT_JS = """() => {
+  const accounts = document.querySelectorAll('.kwnb-static');
+  const account = accounts[0];
+  const shown = e => !!e && e.getClientRects().length > 0 && e.offsetWidth > 0 && e.offsetHeight > 0;
+  return {accounts: accounts.length, shown: shown(account), text: account ? account.innerText : '',
+          dashboards: document.querySelectorAll('.kwnb-dashboard').length,
+          images: account ? [...account.querySelectorAll('img')].map(i => [i.naturalWidth, shown(i)]) : []};
+}"""
 
 
 def test_a_restarted_kernel_reopens_the_run(executed_in):
@@ -127,7 +206,7 @@ def test_a_restarted_kernel_reopens_the_run(executed_in):
     assert past == live and live[0] == [0, 0] and [row["epoch"] for row in live[1]] == [0, 1, 2]
     (listed,) = text_of(reopened.cells[2]).splitlines()
     assert listed.startswith("main") and "finished" in listed and "2 tasks" in listed
-    (shown,) = reopened.cells[3].outputs
+    shown, shown_account = reopened.cells[3].outputs
     assert "application/vnd.jupyter.widget-view+json" in shown["data"]
     assert shown["data"]["text/plain"].startswith("kwnb run 'main': finished")
-    assert shown["data"]["text/html"].count("data:image/png;base64,") == 2
+    assert shown_account["data"]["text/html"].count("data:image/png;base64,") == 2

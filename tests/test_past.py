@@ -173,7 +173,7 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
 
     shown = Dashboard(past)
     assert "not recorded: how the run ended" in shown.banner.value and "UNKNOWN" in shown.title.value
-    assert "not recorded: how the run ended" in shown._bundle()["text/html"]
+    assert "not recorded: how the run ended" in shown._account_bundle()["text/html"]
 
     cut_off = copy_of(clean, tmp_path / "cut_off")  # this kwnb's folder, but the kernel died before the run ended
     data = json.loads((cut_off / "run.json").read_text())
@@ -263,13 +263,14 @@ def test_magics_list_and_show_past_runs(runs, ip, tmp_path, monkeypatch, capsys)
     ip.run_line_magic("kw_show", f"{clean.dir.name}/")  # a run of this kernel, by its folder: its live dashboard
     assert clean in _dashboards and "still going elsewhere" not in capsys.readouterr().out
     past = kwnb.open_run(clean.dir)
-    bundle = Dashboard(past)._bundle()
+    shown = Dashboard(past)
+    bundle, account = shown._bundle(), shown._account_bundle()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"] == past.summary() and "exit codes: 0, 0" in bundle["text/plain"]
-    assert bundle["text/html"].count("data:image/png;base64,") == 2  # the curves the run saved and the timeline
-    assert "kwnb-overview" in bundle["text/html"] and "FINISHED" in bundle["text/html"]
-    failed_bundle = Dashboard(kwnb.open_run(failed.dir))._bundle()
-    assert "FAILED" in failed_bundle["text/html"] and "&#9888; <b>error</b>" in failed_bundle["text/html"]
+    assert account["text/html"].count("data:image/png;base64,") == 2  # the curves the run saved and the timeline
+    assert "kwnb-overview" in account["text/html"] and "FINISHED" in account["text/html"]
+    failed_account = Dashboard(kwnb.open_run(failed.dir))._account_bundle()
+    assert "FAILED" in failed_account["text/html"] and "&#9888; <b>error</b>" in failed_account["text/html"]
 
 
 def test_kw_runs_shows_a_run_of_this_kernel_as_it_goes(ip, tmp_path, monkeypatch, capsys):

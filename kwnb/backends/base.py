@@ -96,6 +96,7 @@ class TaskProcess(ABC):
 class Launcher(ABC):
     name: str
     controls_single_tasks = True  # can kill or restart one task while the others run
+    runs_here = False  # its tasks run on this machine, so the session's GPUs are theirs to share out
     # Options of its own, as (args, kwargs) for argparse and IPython's magic_arguments; each `dest`
     # is a keyword of the constructor. The option lists read a backend's declaration (catalog.py,
     # or a package's entry point), so that listing them imports no backend.

@@ -135,6 +135,7 @@ class LocalLauncher(Launcher):
     """Subprocesses on this machine, each listening on a free localhost port."""
 
     name = "local"
+    runs_here = True
     arguments = LOCAL_ARGUMENTS  # declared in catalog.py, so that listing options imports no backend
     # Class defaults too, immutable, so that a subclass which skips __init__ still works.
     network: str | None = None  # None: private where it works fully (netns.Support.complete), else host

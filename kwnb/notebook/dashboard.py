@@ -10,8 +10,8 @@ right cell whatever cell runs meanwhile. Throttled: at most REFRESH_HZ redraws a
 curves at most once every CURVES_SECONDS (longer where drawing them would take more than
 CURVES_CPU_SHARE of a core, as on a slow Binder machine), and only when something moved.
 
-The output also carries a static account (notebook/static.py) for pages without widgets, sent
-again through update_display_data when the run ends.
+A second output carries a static account (notebook/static.py) for pages whose widgets do not
+render, sent again through update_display_data when the run ends; the widgets hide it wherever they render.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from ..engine.readers.tf_messages import is_runtime_line
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html
-from .static import missing_html, static_html, title_html
+from .static import hide_account_css, missing_html, static_html, title_html
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
@@ -89,7 +89,8 @@ class Dashboard:
 
     def __init__(self, source, parent=None):
         self.run = source
-        self.display_id = f"kwnb-{uuid.uuid4().hex}"  # one output, updated in place when the run ends
+        self.display_id = f"kwnb-{uuid.uuid4().hex}"  # the widgets' output, updated in place when the run ends
+        self.account_id = f"{self.display_id}-account"  # the static account's output, and the class that hides it
         # Ended (its pictures saved) before this snapshot, as a past run always is: drawn final below,
         # with no end to send again (a second bundle to the page, printed twice in a terminal).
         ended_before = source.done
@@ -110,9 +111,11 @@ class Dashboard:
         self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
                                                                         margin="2px 0", display="none"))
         self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
-        # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short.
+        # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short. Where the
+        # widgets render, this style also hides their static account (a page without them never gets the rule).
         tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
-                                 "{flex:0 0 auto}" + OVERVIEW_CSS + "</style>", layout=widgets.Layout(display="none"))
+                                 "{flex:0 0 auto}" + OVERVIEW_CSS + hide_account_css(self.account_id) + "</style>",
+                                 layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),
                                     self.banner, self.overview, self.tabs, self.curves_note, self.curves,
@@ -272,7 +275,8 @@ class Dashboard:
                     pass
 
     def show(self) -> None:
-        """Display the dashboard: an output with this dashboard's display_id, which the run's end updates."""
+        """Display the dashboard: the widgets' output, then the static account's, each with its display_id,
+        which the run's end updates."""
         from IPython import get_ipython
         from IPython.display import display
 
@@ -281,10 +285,11 @@ class Dashboard:
         if parent and parent not in self._parents:
             self._parents.append(parent)
         self._shown = True
-        display(self, display_id=self.display_id)
+        display(self._bundle(), raw=True, display_id=self.display_id)
+        display(self._account_bundle(), raw=True, display_id=self.account_id)
 
     def _update_display(self) -> None:
-        """Send the final bundle to every output showing this dashboard (update_display_data).
+        """Send the final bundles to every output showing this dashboard (update_display_data).
 
         Twice where needed, as front ends route it differently: nbclient (and the classic Notebook)
         apply an update whatever cell it comes from, but nbclient reads only the messages of the cell
@@ -293,9 +298,12 @@ class Dashboard:
         from IPython import get_ipython
         from IPython.display import publish_display_data
 
-        data, metadata = self._bundle(), {}
+        outputs = [(self._bundle(), self.display_id), (self._account_bundle(), self.account_id)]
         shell = get_ipython()
-        publish = lambda: publish_display_data(data, metadata, transient={"display_id": self.display_id}, update=True)
+
+        def publish():
+            for data, display_id in outputs:
+                publish_display_data(data, {}, transient={"display_id": display_id}, update=True)
         publish()  # from the cell running now, or the last one run
         current = (getattr(shell, "parent_header", None) or {}).get("msg_id")
         for parent in self._parents if hasattr(shell, "set_thread_parent") else []:
@@ -308,15 +316,22 @@ class Dashboard:
                 shell.reset_thread_parent(token)
 
     def _bundle(self) -> dict:
-        """The widget view, with the static account (notebook/static.py) beside it for pages without widgets."""
+        """The widget view, the summary for terminals, and an empty text/html: a page that draws no widgets
+        shows the account output below instead, once (nbconvert, GitHub and Markdown pick text/html first)."""
         bundle = self.widget._repr_mimebundle_()
+        with self._drawing:
+            snapshot = self._snapshot
+        bundle["text/html"] = ""
+        bundle["text/plain"] = format_summary(snapshot) if snapshot.done else repr(self.run)
+        return bundle
+
+    def _account_bundle(self) -> dict:
+        """The static account (notebook/static.py) alone, in an element the widgets' style hides."""
         with self._drawing:
             snapshot = self._snapshot
             curves = self.curves.value if snapshot.done else None
             timeline = self.timeline.value if snapshot.done else None
-        bundle["text/html"] = static_html(snapshot, curves or None, timeline or None)
-        bundle["text/plain"] = format_summary(snapshot) if snapshot.done else repr(self.run)
-        return bundle
+        return {"text/html": f'<div class="{self.account_id}">{static_html(snapshot, curves or None, timeline or None)}</div>'}
 
     def _repr_mimebundle_(self, **kwargs):
         return self._bundle()

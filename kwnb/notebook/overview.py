@@ -1,8 +1,8 @@
 """The overview above the dashboard's tabs: one row per task, every task visible at once.
 
-Label, status in words, phase, epoch and step, step rate (recent; once ended, over its training, as
-the summary gives it), CPU and memory (the task's whole process tree, sampled once a second),
-restarts, and a marker where a diagnosis concerns the task; under the table, the session's memory
+Label, its GPUs where --gpus placed the tasks, status in words, phase, epoch and step, step rate
+(recent; once ended, over its training, as the summary gives it), CPU and memory (the task's whole
+process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task; under the table, the session's memory
 against the limit that applies (machine/limits.py).
 Plain HTML with the theme's own colours (JupyterLab's --jp-* variables), so it reads in light and
 dark themes and at 700 px.
@@ -58,10 +58,12 @@ def overview_html(run, diagnoses, badge=badge, session_memory: bool = True) -> s
     """`run` is a RunSnapshot (engine/records/snapshot.py): a live run's or a past run's. `session_memory`: the line of
     the session's memory under the table (the published account of an ended run leaves it out)."""
     marked = {d.task for d in diagnoses}
-    head = "".join(f"<th>{name}</th>" for name in COLUMNS)
+    placed = any(task.gpu for task in run.workers)  # a --gpus run on this machine: which GPUs each task sees
+    columns = (COLUMNS[0], "GPU", *COLUMNS[1:]) if placed else COLUMNS
+    head = "".join(f"<th>{name}</th>" for name in columns)
     many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
     ordered = by_importance(run.workers, marked) if many else run.workers
-    rows = "".join(_row(task, task.position in marked, badge) for task in ordered)
+    rows = "".join(_row(task, task.position in marked, badge, placed) for task in ordered)
     # The session's memory against its limit (not under a past run: that would be today's, not the run's).
     memory = "" if run.past or not session_memory else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
     body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' + memory
@@ -115,12 +117,13 @@ def memory_line() -> str:
     return f"memory: {format_size(limits.memory_used)} of {format_size(limits.memory)} ({limits.memory_source})"
 
 
-def _row(task, flagged: bool, badge) -> str:
+def _row(task, flagged: bool, badge, placed: bool = False) -> str:
     _, progress = task.progress
     cpu = "-" if task.cpu_percent is None or not task.alive else f"{task.cpu_percent:.0f} %"
     memory = format_size(task.rss) if task.rss and task.alive else (
         f"peak {format_size(task.peak_rss)}" if task.peak_rss else "-")
-    cells = [("&#9888; " if flagged else "") + html.escape(task.label), badge(task.status),
+    gpu = [html.escape(task.gpu)] if placed else []
+    cells = [("&#9888; " if flagged else "") + html.escape(task.label), *gpu, badge(task.status),
              html.escape(phase_text(task)), html.escape(progress or "-"),
              html.escape(rate_text(task.rate)), cpu, html.escape(memory),
              str(task.restarts)]

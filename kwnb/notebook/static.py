@@ -1,14 +1,18 @@
 """The run's static account: what a page that renders no widgets shows in the dashboard's place.
 
-nbconvert's HTML without widget state (Jupyter Book, nbviewer), GitHub's notebook view and
-`jupyter nbconvert --to markdown` draw no widgets. The dashboard's output carries this account in
-the same mimebundle as its widget view (text/html, and the summary as text/plain): a front end
-that renders widgets picks the widget view (JupyterLab and Notebook 7 rank it above text/html)
-and shows only that; the others show this. The dashboard sends it again when the run ends
-(update_display_data on the output's display_id), so a saved or executed notebook keeps the final
-account: the overview and diagnoses as HTML, the curves and the timeline as embedded palette PNGs,
-the summary folded under its exit codes. A run still going when the page was made says so, and
-where its end is kept.
+GitHub's notebook view, `jupyter nbconvert --to markdown`, and nbconvert's HTML without widget state
+draw no widgets; nbconvert's HTML with widget state (nbclient keeps it by default: Jupyter Book,
+`nbconvert --execute`) draws them only with JavaScript from a CDN. The account is therefore an output
+of its own, after the widgets' output, not an alternative in their mimebundle (nbconvert's HTML and
+JupyterLab render one mimetype an output, and with state saved that is the widget view). Visible
+by default, it is hidden by a style rule the widgets' own HTML carries (hide_account_css): in
+JupyterLab, Notebook 7 and a published page whose widgets load, the widgets only; on any page where
+they do not render, the account. The widgets' output has an empty text/html, so a page without
+widgets shows the account once. The dashboard sends it again when the run ends
+(update_display_data on its display_id), so a saved or executed notebook keeps the final account:
+the overview and diagnoses as HTML, the curves and the timeline as embedded palette PNGs, the
+summary folded under its exit codes. A run still going when the page was made says so, and where
+its end is kept.
 """
 from __future__ import annotations
 
@@ -29,6 +33,14 @@ STATIC_CSS = (f".{STATIC_CLASS} .kwnb-overview th,.{STATIC_CLASS} .kwnb-overview
 # every published run carries them in the page and the .ipynb. About 30 ms, once, when the run ends.
 # (Median cut keeps the white background exactly white; the fast octree made it 254, a grey box on a page.)
 PALETTE_COLOURS = 64
+
+
+def hide_account_css(account_class: str) -> str:
+    """The rules that hide one dashboard's account, for a style inside its widgets: present exactly where
+    they render. The output holding it goes too where the browser knows :has() (JupyterLab's and the
+    classic Notebook's output boxes), so no empty box is left under the widgets."""
+    return (f".{account_class},.jp-OutputArea-child:has(.{account_class}),"
+            f".output_area:has(.{account_class}){{display:none}}")
 
 
 def title_html(snapshot) -> str:

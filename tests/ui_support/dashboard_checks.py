@@ -75,17 +75,19 @@ def check_dashboard_shown_once(ui) -> None:
     the static account its output also carries, while the run goes and after its end updated that
     output; in the reopened page (whose unsaved outputs are gone) the one the last cell shows again."""
     live = [s["first_output"] for s in ui["snapshots"] if s] + [ui["final"]["first_output"]]
-    seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"]) for o in live}
-    assert seen == {(1, 1, 0)}, f"(dashboards in the run's cell, in the page, static accounts shown): {seen}"
+    seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"], o["account_boxes"]) for o in live}
+    assert seen == {(1, 1, 0, 0)}, ("(dashboards in the run's cell, in the page, static accounts shown, their "
+                                    f"output boxes shown): {seen}")
     # The same element throughout, or a second one if the page redrew the whole widget when the run's
     # end replaced the output's bundle: never more.
     drawn = {o["node"] for o in live}
     assert 1 <= len(drawn) <= 2, f"the dashboard's element changed {len(drawn) - 1} times: {drawn}"
     reopened = ui["dark"]["first_output"]
     assert reopened["static_in_page"] == 0, reopened
-    # The end's update_display_data reached the page's own copy of the output: the saved file holds
-    # the final static account (an output holds the last bundle sent for its display id).
-    (saved,) = [data for data in ui["saved"] if "application/vnd.jupyter.widget-view+json" in data]
+    # The end's update_display_data reached the page's own copies of the outputs: the saved file holds
+    # the widgets, then the final static account (an output holds the last bundle sent for its display id).
+    widgets, saved = ui["saved"]
+    assert "application/vnd.jupyter.widget-view+json" in widgets and "kwnb-static" not in widgets["text/html"]
     assert "kwnb-static" in saved["text/html"] and "exit codes: 0, 0" in saved["text/html"], saved["text/html"][:300]
     assert saved["text/html"].count("data:image/png;base64,") == 2 and "still going" not in saved["text/html"]
 

@@ -52,7 +52,10 @@ SNAPSHOT_JS = """() => {
       if (node && !node.dataset.kwnbNode) node.dataset.kwnbNode = String(window.kwnbNodes = (window.kwnbNodes || 0) + 1);
       return {dashboards: area.querySelectorAll('.kwnb-dashboard').length, node: node ? node.dataset.kwnbNode : null,
               dashboards_in_page: document.querySelectorAll('.kwnb-dashboard').length,
-              static_in_page: [...document.querySelectorAll('.kwnb-static')].filter(shown).length}; })(),
+              static_in_page: [...document.querySelectorAll('.kwnb-static')].filter(shown).length,
+              // the account's own output box: hidden whole, not left empty under the widgets
+              account_boxes: [...area.querySelectorAll('.jp-OutputArea-child')]
+                .filter(c => c.querySelector('.kwnb-static') && shown(c)).length}; })(),
     answers: [...document.querySelectorAll('.jp-Cell')].slice(2, 3)
       .map(c => c.querySelector('.jp-OutputArea').textContent.trim()),
   };

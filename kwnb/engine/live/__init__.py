@@ -1,6 +1,6 @@
 """The live run: Run (run.py) and the supervisor thread that watches its tasks (supervisor.py), what a
 user does to a task (control.py), the failure policy (policy.py), planning the cluster (cluster.py),
-checking a launch's inputs (inputs.py), the process's runs by name (registry.py), kwnb's own log
+checking a launch's inputs (inputs.py), each task's GPUs (gpu_placement.py), the process's runs by name (registry.py), kwnb's own log
 (log.py) and the warm first cell (prewarm.py).
 
 The top of the engine: may import every other engine package, backends/ and machine/. A new policy

@@ -36,6 +36,7 @@ from ..diagnoses import diagnose
 from . import policy
 from ..tasks import roles
 from .log import LOG_NAME, for_run
+from .gpu_placement import plan_gpus
 from .inputs import check_script, find_python, task_env
 from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
@@ -102,6 +103,9 @@ class Run(RunReading, Supervisor, TaskControl):
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
         self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
         self._init_progress()
+        # Each task's GPUs, when --gpus starts them on this machine (a scheduler places its own).
+        self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env) if gpus and self.launcher.runs_here else (None, "")
+        self._say(note=note)
 
     def _keep_policy(self, timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace,
                      stall_after) -> None:
@@ -239,6 +243,8 @@ class Run(RunReading, Supervisor, TaskControl):
         if config:  # else the task builds it where it runs (a batch scheduler's launcher)
             env["TF_CONFIG"] = json.dumps(config)
         env.update(self.user_env)
+        if self.gpu_placement:  # over the user's CUDA_VISIBLE_DEVICES, which was the pool to choose from
+            env.update(self.gpu_placement.env(task.position, env))
         return env
 
     def _refresh(self) -> bool:

@@ -66,6 +66,7 @@ class TaskRecord:
     returncode: int | None = None
     pid: int | None = None
     where: str = ""
+    gpu: str = ""  # the GPUs --gpus gave it (CUDA_VISIBLE_DEVICES), "" for none
     address: str = ""
     started_at: float | None = None
     ended_at: float | None = None

@@ -35,6 +35,7 @@ class TaskView:
     returncode: int | None = None
     pid: int | None = None
     where: str = ""
+    gpu: str = ""  # its CUDA_VISIBLE_DEVICES, where --gpus placed it (engine/live/gpu_placement.py)
     address: str = ""
     started_at: float | None = None
     ended_at: float | None = None
@@ -147,14 +148,14 @@ def copy_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
     return dataclasses.replace(diagnosis, evidence=list(diagnosis.evidence))
 
 
-def view_of_task(task, now: float, where: str = "") -> TaskView:
+def view_of_task(task, now: float, where: str = "", gpu: str = "") -> TaskView:
     """A live task (engine/tasks/task.py) as views show it; called under the run's state lock."""
     vitals, metrics, screen = task.vitals, task.metrics, task.screen
     tail = screen.tail(LOG_LINES)
     rate = vitals.rate if task.alive else vitals.mean_rate(task)
     return TaskView(
         position=task.position, id=task.id, is_chief=task.is_chief, status=task.status, phase=task.phase,
-        returncode=task.returncode, pid=task.pid, where=where, address=task.address,
+        returncode=task.returncode, pid=task.pid, where=where, gpu=gpu, address=task.address,
         started_at=task.started_at, ended_at=task.ended_at, elapsed=task.elapsed, restarts=task.restarts,
         warm=task.warm, alive=task.alive, phases=tuple(vitals.phases), tail=tuple(tail),
         total_lines=screen.total_lines + (1 if screen.current.strip() else 0), runtime_lines=task.runtime_lines,
@@ -167,7 +168,8 @@ def snapshot_of_run(run, where: list[str]) -> RunSnapshot:
     """A live run (engine/live/run.py) as views show it; called under its state lock by Run.snapshot(), with
     where each task runs (`where`, looked up before: under Slurm it may read a file)."""
     now = time.time()
-    tasks = tuple(view_of_task(task, now, place) for task, place in zip(run.workers, where))
+    gpus = run.gpu_placement.devices if run.gpu_placement else [""] * len(run.workers)
+    tasks = tuple(view_of_task(task, now, place, gpu) for task, place, gpu in zip(run.workers, where, gpus))
     ended = all(task.returncode is not None for task in tasks) and run.ended_at is not None
     return RunSnapshot(
         name=run.name, dir=run.dir, status=run.status, done=run.done or ended, tasks=tasks,

@@ -18,7 +18,7 @@ from ..machine.limits import read_limits
 from ..errors import LaunchError, OptionError
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
-from . import netns, warm_room
+from . import netns, task_temp, warm_room
 from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 from .catalog import LOCAL_ARGUMENTS, NETWORKS
@@ -198,6 +198,7 @@ class LocalLauncher(Launcher):
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         launch.env.update(self._threads)  # before the warm pool's key is taken: it includes them
+        launch.env.update(task_temp.temp_env(launch.env))
         inside = self.chosen == "private"
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None

@@ -181,6 +181,9 @@ class LocalLauncher(Launcher):
             # A network the warm pool made ahead, with interpreters waiting in it, else a new one.
             adopted = warm_pool.POOL.claim_network() if self.warm else None
             self.private = adopted or netns.PrivateNetwork().start()
+            if self.private.tool_error:
+                self._notes += (f"{self.private.tool_error}; the run went on in a private network without outside "
+                                "access",)
         return self.private
 
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:

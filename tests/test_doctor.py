@@ -116,5 +116,5 @@ def test_a_private_network_that_cannot_be_made_blocks_runs(monkeypatch):
     blocked = doctor.network_check({"KWNB_NETWORK": "private"})
     assert not blocked.ok and blocked.blocking and "unset KWNB_NETWORK" in blocked.fix
     host = doctor.network_check({})
-    assert not host.ok and not host.blocking and host.text.startswith("host: kwnb cannot make a private network")
+    assert not host.ok and not host.blocking and host.text.startswith("host by default: kwnb cannot make a private network")
     assert "user namespaces" in host.fix

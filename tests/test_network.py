@@ -23,7 +23,7 @@ import pytest
 
 import kwnb
 import readable_copy
-from kwnb.backends import LaunchError, local, make_launcher, netns
+from kwnb.backends import LaunchError, local, make_launcher, netns, network_choice
 from kwnb.engine.live.cluster import plan_tasks
 from kwnb.errors import OptionError
 from kwnb.options import add_launch_arguments, launch_options
@@ -37,7 +37,7 @@ SUBNETS = [ipaddress.ip_network(f"10.214.93.{4 * i}/30") for i in range(8)]
 def fresh_support(monkeypatch):
     """Each test probes the machine afresh (support() is cached per process) and may say the host note."""
     netns.support.cache_clear()
-    monkeypatch.setattr(netns, "_told_host", False)
+    monkeypatch.setattr(network_choice, "_told_host", False)
     yield
     netns.support.cache_clear()
 

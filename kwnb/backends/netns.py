@@ -399,32 +399,3 @@ def _reap(process: subprocess.Popen, grace: float = 2.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-_told_host = False  # the host-network note: once per process, so once per kernel
-
-
-def host_note(found: Support, ps: bool = False) -> str:
-    """The one line, once per process, on why tasks are open to other hosts and how to isolate them."""
-    global _told_host
-    if _told_host:
-        return ""
-    _told_host = True
-    exposed = "the tasks listen on every interface of this machine, so other hosts on its network can connect to them"
-    if ps:
-        return f"{exposed}: a ps run cannot be private, since this notebook coordinates its tasks"
-    if not found.possible:
-        return f"{exposed}, and kwnb cannot isolate them here ({found.forbidden_by}): use a firewall"
-    if not found.tool:
-        return f"{exposed}; --network private isolates them (install slirp4netns or passt for outside access inside)"
-    return f"{exposed}; --network private isolates them, but there {found.dns}"
-
-
-def private_notes(found: Support) -> list[str]:
-    """What a private network here lacks, said with every run that uses one."""
-    if found.unusable:
-        return [f"the private network has no outside access ({found.unusable}): downloads inside fail"]
-    if not found.tool:
-        return ["the private network has no outside access (neither slirp4netns nor pasta is installed): "
-                "downloads inside fail"]
-    return [f"in the private network {found.dns}: downloads by name fail"] if found.dns else []

@@ -1,5 +1,6 @@
 """Facts about the machine a session runs on: its limits (cgroup v1/v2, JupyterHub's MEM_LIMIT and
-CPU_LIMIT, the machine itself: limits.py) and its free ports (ports.py).
+CPU_LIMIT, the machine itself: limits.py), its free ports (ports.py) and who else could connect to
+them (neighbours.py: a JupyterHub's other users, other accounts, a public address).
 
 Below backends/ and the engine, which both ask: imports only the standard library, psutil, portpicker
 and kwnb.errors. A new fact about the machine (a device, a network capability) goes here.

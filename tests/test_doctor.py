@@ -8,9 +8,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from kwnb.backends import netns
+from kwnb.backends import netns, network_choice
 from kwnb import doctor
 from kwnb.machine.limits import format_bytes, read_limits
+from kwnb.machine.neighbours import neighbours
 from test_limits import _real_v1_group as real_v1_group  # a real cgroup v1 group, made as root (or a skip)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,8 +40,11 @@ def test_on_this_machine_it_tells_the_truth_and_imports_no_tensorflow():
     limits = read_limits()
     assert f"{format_bytes(limits.memory)} (" in line_of(out, "memory")
     assert line_of(out, "cpus").split()[2] == f"{limits.cpus:g}"
-    found = netns.support()
-    assert ("private" if found.complete else "host") in line_of(out, "network")
+    found = netns.support()  # what a run gets here: the launcher's decision, from this machine and who else is on it
+    others = neighbours(ENV)
+    chosen = network_choice.choose(None, "", False, found, others).network
+    assert f"network     {chosen} by default: " in line_of(out, "network"), out
+    assert line_of(out, "reach").startswith("ok" if chosen == "private" or not others.present else "warn"), out
     assert ("slurm" in out) == bool(__import__("shutil").which("sbatch"))
     blocking = "a run cannot work here" in out
     assert done.returncode == (1 if blocking else 0), out

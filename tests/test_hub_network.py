@@ -29,6 +29,7 @@ from kwnb.backends import local, netns, network_choice
 from kwnb.engine.live.cluster import plan_tasks
 from kwnb.machine import neighbours as neighbours_module
 from kwnb.machine.neighbours import Neighbours
+from test_network import fresh_support, private_possible  # noqa: F401  (fresh_support: an autouse fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 HUB = {"JUPYTERHUB_USER": "learner", "JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api"}
@@ -42,22 +43,10 @@ FORBIDDEN = netns.Support("AppArmor restricts unprivileged user namespaces", "",
 
 
 @pytest.fixture(autouse=True)
-def fresh_support(monkeypatch):
-    """Each test probes the machine afresh (support() is cached per process) and may say the host note;
-    no JupyterHub variable leaks in from the machine that runs the suite."""
-    netns.support.cache_clear()
-    monkeypatch.setattr(network_choice, "_told_host", False)
+def no_hub_variables(monkeypatch, fresh_support):
+    """No JupyterHub variable or network default leaks in from the machine that runs the suite."""
     for name in (*HUB, local.NETWORK_ENV):
         monkeypatch.delenv(name, raising=False)
-    yield
-    netns.support.cache_clear()
-
-
-def private_possible() -> netns.Support:
-    found = netns.support()
-    if not found.possible:
-        pytest.skip(f"no private network here: {found.forbidden_by}")
-    return found
 
 
 # ----- the decision ------------------------------------------------------------------------------------

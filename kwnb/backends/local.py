@@ -15,8 +15,8 @@ import psutil
 
 from ..machine.ports import free_ports
 from ..machine.limits import read_limits
-from ..errors import LaunchError
 from ..machine.neighbours import neighbours
+from ..errors import LaunchError
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
 from . import netns, network_choice, task_temp, warm_room
@@ -198,7 +198,7 @@ class LocalLauncher(Launcher):
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         launch.env.update(self._threads)  # before the warm pool's key is taken: it includes them
-        launch.env.update(task_temp.temp_env(launch.env))
+        launch.env.update(task_temp.temp_env(launch.env))  # the same folder every run: the key stays the same
         inside = self.chosen == "private"
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None

@@ -79,6 +79,7 @@ def checks(python: str | None = None, environ: dict | None = None) -> list[Check
     found.append(fit_check(limits, probe))
     found.append(pool_check(environ))
     found.append(network_check(environ))
+    found.append(reach_check(environ))
     found.append(runs_dir_check())
     slurm = slurm_check()
     if slurm is not None:
@@ -194,35 +195,74 @@ def pool_check(environ: dict) -> Check:
     return Check("warm pool", True, "on: re-runs start in interpreters that imported TensorFlow already; " + state)
 
 
-def network_check(environ: dict) -> Check:
-    from .backends import netns
-    from .backends.local import NETWORK_ENV
+def _network_decision(environ: dict):
+    """(what the machine allows, who else is here, the network a run gets): the launcher's own decision."""
+    from .backends import netns, network_choice
+    from .machine.neighbours import neighbours
 
-    found = netns.support()
-    chosen = environ.get(NETWORK_ENV)
-    how = ("no user namespace needed (root)" if not found.user_namespace else "in a user namespace") + \
-        (f", outside access through {found.tool}" if found.tool else "")
-    if chosen == "private" and not found.possible:
-        return Check("network", False, f"${NETWORK_ENV}=private, but kwnb cannot make a private network here "
-                     f"({found.forbidden_by}): every run fails to start", f"unset {NETWORK_ENV} (runs then use the "
-                     "host's network), or allow user namespaces", True)
-    if chosen == "host":
-        return Check("network", False, f"host (${NETWORK_ENV}=host): the tasks' unauthenticated gRPC ports are open "
-                     "to other hosts", f"unset {NETWORK_ENV} to isolate runs" + ("" if found.complete else " where possible"))
-    if found.complete:
-        return Check("network", True, f"private: each run in a network namespace of its own, {how}")
+    found, others = netns.support(), neighbours(environ)
+    return found, others, network_choice.choose(*network_choice.wanted(None, environ), False, found, others)
+
+
+def network_check(environ: dict) -> Check:
+    """The network a run gets unless it says (--network on a run wins), and why."""
+    from .backends.network_choice import NETWORK_ENV, OFFLINE, lacks
+
+    try:
+        found, others, choice = _network_decision(environ)
+    except KwnbError as error:
+        return Check("network", False, str(error), f"set {NETWORK_ENV} to private or host, or unset it", True)
+    head = f"{choice.network} ({choice.said_by}={choice.network})" if choice.given else f"{choice.network} by default"
+    how = "no user namespace needed (root)" if not found.user_namespace else "in a user namespace"
+    if choice.network == "private" and not found.possible:
+        return Check("network", False, f"{head}, but kwnb cannot make a private network here ({found.forbidden_by}): "
+                     "every run fails to start", f"unset {NETWORK_ENV} (runs then use the host's network), or allow "
+                     "user namespaces", True)
+    if choice.network == "private" and found.complete:
+        return Check("network", True, f"{head}: each run in a network namespace of its own, {how}, outside access "
+                     f"through {found.tool}")
+    if choice.network == "private":
+        return Check("network", False, f"{head}: each run in a network namespace of its own, {how}, that "
+                     f"{lacks(found)}" + ("" if choice.given else f" (private since {choice.why})"),
+                     f"{_outside_fix(found)}: until then {OFFLINE}")
+    exposed = f"the tasks' unauthenticated gRPC ports are open to {others.who() or 'other hosts'}"
+    if choice.given:
+        return Check("network", False, f"{head}: {exposed}", f"unset {NETWORK_ENV} to isolate runs" +
+                     ("" if found.complete else " where possible"))
     if not found.possible:
-        return Check("network", False, f"host: kwnb cannot make a private network here ({found.forbidden_by}); the "
-                     "tasks' unauthenticated gRPC ports are open to other hosts",
-                     "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, or the container's seccomp "
-                     "profile), or firewall the ports")
+        return Check("network", False, f"{head}: kwnb cannot make a private network here ({found.forbidden_by}); "
+                     f"{exposed}", "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, or the "
+                     "container's seccomp profile), or firewall the ports")
+    return Check("network", False, f"{head}: {choice.why}",
+                 f"{_outside_fix(found)}; or --network private for runs that download nothing")
+
+
+def _outside_fix(found) -> str:
+    """How to give a private network outside access (or names) here."""
+    if found.unusable:
+        return ("let users open /dev/net/tun (chmod 666 /dev/net/tun, the kernel's default; in a container, "
+                "--device /dev/net/tun)")
     if not found.tool:
-        return Check("network", False, "host by default: a private network would have no outside access (neither "
-                     "slirp4netns nor pasta is installed)", "install slirp4netns or passt (pasta); or --network "
-                     "private for runs that download nothing")
-    return Check("network", False, f"host by default: in a private network {found.dns}",
-                 "point /etc/resolv.conf at a resolver off the loopback; or --network private for runs that "
-                 "download nothing")
+        return "install slirp4netns or passt (pasta)"
+    return "point /etc/resolv.conf at a resolver off the loopback"
+
+
+def reach_check(environ: dict) -> Check:
+    """Whether anyone else could connect to a run's tasks: other users of this machine, other hosts."""
+    try:
+        found, others, choice = _network_decision(environ)
+    except KwnbError:
+        return Check("reach", False, "unknown until the network line above is fixed")
+    who = others.who()
+    if choice.network == "private":
+        return Check("reach", True, "nobody else can connect to the tasks: each run's network is private" +
+                     (f" (here: {who})" if who else ""))
+    if not who:
+        return Check("reach", True, "no one else seen: no JupyterHub, no other account's processes or logins, no "
+                     "public address; hosts on this machine's own network can still connect to the tasks")
+    fix = ("unset KWNB_NETWORK" if choice.given and found.possible else "the organiser can allow unprivileged "
+           "user namespaces (then each run is private)" if not found.possible else "--network private")
+    return Check("reach", False, f"{who} can connect to the tasks' ports and run code as you", fix)
 
 
 def runs_dir_check() -> Check:

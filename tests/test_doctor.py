@@ -8,9 +8,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from kwnb.backends import netns
+from kwnb.backends import netns, network_choice
 from kwnb import doctor
 from kwnb.machine.limits import read_limits
+from kwnb.machine.neighbours import neighbours
 from kwnb.machine.sizes import format_size
 from test_limits import _real_v1_group as real_v1_group  # a real cgroup v1 group, made as root (or a skip)
 
@@ -40,8 +41,11 @@ def test_on_this_machine_it_tells_the_truth_and_imports_no_tensorflow():
     limits = read_limits()
     assert f"{format_size(limits.memory)} (" in line_of(out, "memory")
     assert line_of(out, "cpus").split()[2] == f"{limits.cpus:g}"
-    found = netns.support()
-    assert ("private" if found.complete else "host") in line_of(out, "network")
+    found = netns.support()  # what a run gets here: the launcher's decision, from this machine and who else is on it
+    others = neighbours(ENV)
+    chosen = network_choice.choose(None, "", False, found, others).network
+    assert f"network     {chosen} by default: " in line_of(out, "network"), out
+    assert line_of(out, "reach").startswith("ok" if chosen == "private" or not others.present else "warn"), out
     assert ("slurm" in out) == bool(__import__("shutil").which("sbatch"))
     blocking = "a run cannot work here" in out
     assert done.returncode == (1 if blocking else 0), out
@@ -117,5 +121,5 @@ def test_a_private_network_that_cannot_be_made_blocks_runs(monkeypatch):
     blocked = doctor.network_check({"KWNB_NETWORK": "private"})
     assert not blocked.ok and blocked.blocking and "unset KWNB_NETWORK" in blocked.fix
     host = doctor.network_check({})
-    assert not host.ok and not host.blocking and host.text.startswith("host: kwnb cannot make a private network")
+    assert not host.ok and not host.blocking and host.text.startswith("host by default: kwnb cannot make a private network")
     assert "user namespaces" in host.fix

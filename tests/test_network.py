@@ -23,9 +23,10 @@ import pytest
 
 import kwnb
 import readable_copy
-from kwnb.backends import LaunchError, local, make_launcher, netns
+from kwnb.backends import LaunchError, local, make_launcher, netns, network_choice
 from kwnb.engine.live.cluster import plan_tasks
 from kwnb.errors import OptionError
+from kwnb.machine.neighbours import Neighbours
 from kwnb.options import add_launch_arguments, launch_options
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,9 +38,16 @@ SUBNETS = [ipaddress.ip_network(f"10.214.93.{4 * i}/30") for i in range(8)]
 def fresh_support(monkeypatch):
     """Each test probes the machine afresh (support() is cached per process) and may say the host note."""
     netns.support.cache_clear()
-    monkeypatch.setattr(netns, "_told_host", False)
+    monkeypatch.setattr(network_choice, "_told_host", False)
     yield
     netns.support.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def single_user(monkeypatch):
+    """This file's defaults are a single user's machine's: who else is here, and what that changes, is
+    tests/test_hub_network.py's (the machine running the suite may be a JupyterHub, or shared)."""
+    monkeypatch.setattr(local, "neighbours", lambda: Neighbours())
 
 
 def private_possible() -> netns.Support:
@@ -100,8 +108,10 @@ def test_names_on_a_host_loopback_resolver_are_named(tmp_path):
 NOTE_ONCE = """
 import json, os
 os.environ["KWNB_USERNET"] = "none"  # no user-mode networking: the default is then the host network
-from kwnb.backends import make_launcher
+from kwnb.backends import local, make_launcher
 from kwnb.engine.live.cluster import plan_tasks
+from kwnb.machine.neighbours import Neighbours
+local.neighbours = Neighbours  # a single user's machine, whoever else uses the one running the suite
 seen = []
 for _ in range(3):
     launcher = make_launcher("local")

@@ -28,7 +28,8 @@ LOCAL_ARGUMENTS = (
     (("--network",), dict(choices=NETWORKS, default=None,
                           help="local tasks in a network of their own that no other host can connect into "
                                "(private), or on this machine's (host); default private where user "
-                               "namespaces and slirp4netns or pasta are available, else host")),
+                               "namespaces work and either slirp4netns or pasta can give it outside access or "
+                               "someone else could connect to the tasks (a JupyterHub, other users), else host")),
     (("--cold",), dict(action="store_false", dest="warm", default=None,
                        help="start every task in a new interpreter, not in one that has already imported "
                             "TensorFlow (also KWNB_WARM=0)")),

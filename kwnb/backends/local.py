@@ -15,15 +15,15 @@ import psutil
 
 from ..machine.ports import free_ports
 from ..machine.limits import read_limits
-from ..errors import LaunchError, OptionError
+from ..machine.neighbours import neighbours
+from ..errors import LaunchError
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
-from . import netns, warm_room
+from . import netns, network_choice, task_temp, warm_room
 from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
-from .catalog import LOCAL_ARGUMENTS, NETWORKS
-
-NETWORK_ENV = "KWNB_NETWORK"  # private or host: the default for runs that do not say (e.g. benchmarks: host)
+from .catalog import LOCAL_ARGUMENTS
+from .network_choice import NETWORK_ENV  # noqa: F401  (where callers have always found it)
 # TensorFlow sizes its thread pools from the machine's cores (64 threads a task on a 64-core node with
 # one CPU of quota); kwnb shares the CPUs the session may use among the run's tasks instead, unless the
 # user set any of these.
@@ -138,7 +138,8 @@ class LocalLauncher(Launcher):
     runs_here = True
     arguments = LOCAL_ARGUMENTS  # declared in catalog.py, so that listing options imports no backend
     # Class defaults too, immutable, so that a subclass which skips __init__ still works.
-    network: str | None = None  # None: private where it works fully (netns.Support.complete), else host
+    network: str | None = None  # None: network_choice.choose decides for this machine
+    said_by = ""  # who asked for `network`: --network or $KWNB_NETWORK
     chosen: str | None = None  # what the first launch settled on
     private: netns.PrivateNetwork | None = None  # shared by every task this launcher starts in it
     _inside: tuple[LocalProcess, ...] = ()
@@ -148,11 +149,7 @@ class LocalLauncher(Launcher):
     _threads: tuple = ()  # the thread variables every task of the latest launch gets, as (name, value) pairs
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
-        said = "--network" if network else f"${NETWORK_ENV}"
-        network = network or os.environ.get(NETWORK_ENV) or None  # the environment sets a default
-        if network not in (None, *NETWORKS):
-            raise OptionError(f"{said} must be one of {', '.join(NETWORKS)}, not {network!r}")
-        self.network = network
+        self.network, self.said_by = network_choice.wanted(network)  # the environment sets a default
         self.warm = warm_pool.POOL.enabled() if warm is None else bool(warm)
 
     def check(self) -> None:
@@ -167,12 +164,13 @@ class LocalLauncher(Launcher):
     def _choose(self, tasks: list[TaskId]) -> str:
         ps = any(task.type == "ps" for task in tasks)
         if self.chosen is None:
-            found = netns.support()
-            self.chosen = self.network or ("private" if found.complete and not ps else "host")
+            found, others = netns.support(), neighbours()
+            choice = network_choice.choose(self.network, self.said_by, ps, found, others)
+            self.chosen = choice.network
             if self.chosen == "private":
-                self._notes += tuple(netns.private_notes(found))
-            elif self.network is None:
-                self._notes += tuple(note for note in [netns.host_note(found, ps)] if note)
+                self._notes += tuple(network_choice.private_notes(found))
+            else:
+                self._notes += tuple(note for note in [network_choice.host_note(choice, found, others, ps)] if note)
         if ps and self.chosen == "private":
             raise LaunchError("the notebook coordinates ps tasks and must reach them: use --network host")
         return self.chosen
@@ -182,6 +180,8 @@ class LocalLauncher(Launcher):
             # A network the warm pool made ahead, with interpreters waiting in it, else a new one.
             adopted = warm_pool.POOL.claim_network() if self.warm else None
             self.private = adopted or netns.PrivateNetwork().start()
+            if self.private.tool_error:
+                self._notes += (network_choice.tool_failed_note(self.private.tool_error),)
         return self.private
 
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
@@ -199,6 +199,7 @@ class LocalLauncher(Launcher):
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         launch.env.update(self._threads)  # before the warm pool's key is taken: it includes them
+        launch.env.update(task_temp.temp_env(launch.env))  # the same folder every run: the key stays the same
         inside = self.chosen == "private"
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None

@@ -6,7 +6,9 @@ The namespace is held by a small Python process started with util-linux's `unsha
 it needs no privileges where the OS allows unprivileged user namespaces. Tasks enter it with
 `nsenter`. The holder also answers the kernel's port probes and picks free ports from inside, over a
 pipe: the kernel is outside and cannot connect to the tasks itself. Outbound access, where installed,
-comes from user-mode networking (slirp4netns, else pasta), which forwards nothing inward.
+comes from user-mode networking (slirp4netns, else pasta), which forwards nothing inward. Both open the
+TUN device as the user: where it cannot be opened (mode 600, or absent in a container) neither is chosen,
+and a tool that fails at start leaves the run in its private network without outside access.
 
 Cleanup: the holder ends when its parent (the kernel) changes or closes the pipe, as a task's
 bootstrap watchdog does; slirp4netns ends when the holder does (--exit-fd), pasta is ended by the holder.
@@ -27,6 +29,7 @@ from ..errors import LaunchError
 
 USERNET_ENV = "KWNB_USERNET"  # slirp4netns, pasta or none: which user-mode networking to use (default: the first found)
 TOOLS = ("slirp4netns", "pasta")
+TUN_DEVICE = "/dev/net/tun"  # both tools open it inside the namespace, with the user's rights on it
 START_SECONDS = 10.0  # the holder and the tool start in ~20 ms; a loaded machine gets ample time
 ANSWER_SECONDS = 1.0  # a probe answers in ~0.1 ms; a holder this slow is treated as gone
 # Each helper leads a process group of its own, as the tasks do, so a Ctrl-C meant for `kwnb run` misses it.
@@ -117,6 +120,7 @@ class Support:
     tool: str  # slirp4netns, pasta, or "" for none (then no outside network inside)
     user_namespace: bool  # whether the namespace needs a user namespace of its own
     dns: str = ""  # why names would not resolve inside, if they would not
+    unusable: str = ""  # why an installed tool cannot work here (its TUN device), then `tool` is ""
 
     @property
     def possible(self) -> bool:
@@ -132,17 +136,30 @@ class Support:
 def support() -> Support:
     """Probe once per process (~5 ms): make a throwaway namespace the way a run would."""
     tool = _choose_tool()
+    unusable = tun_problem(tool) if tool else ""
+    tool = "" if unusable else tool
     user_namespace = os.geteuid() != 0 or tool == "pasta"  # pasta cannot join a root-owned namespace
     missing = [name for name in ("unshare", "nsenter") if not shutil.which(name)]
     if missing:
-        return Support(f"{' and '.join(missing)} (util-linux) not found on PATH", tool, user_namespace)
+        return Support(f"{' and '.join(missing)} (util-linux) not found on PATH", tool, user_namespace,
+                       unusable=unusable)
     try:
         probe = subprocess.run([*_unshare(user_namespace), "true"], capture_output=True, text=True, timeout=10)
         failed, said = probe.returncode != 0, probe.stderr.strip()
     except (OSError, subprocess.TimeoutExpired) as error:
         failed, said = True, str(error)
     forbidden = forbidden_by(said, user_namespace) if failed else ""
-    return Support(forbidden, tool, user_namespace, _dns_problem() if tool else "")
+    return Support(forbidden, tool, user_namespace, _dns_problem() if tool else "", unusable)
+
+
+def tun_problem(tool: str, device: str | None = None) -> str:
+    """Why `tool` could not open the TUN device as this user, or "": opened and closed at once (~10 us),
+    which creates no interface (that takes an ioctl)."""
+    try:
+        os.close(os.open(device or TUN_DEVICE, os.O_RDWR))
+        return ""
+    except OSError as error:
+        return f"{tool} is installed, but this user cannot open {device or TUN_DEVICE} ({error.strerror})"
 
 
 def _choose_tool() -> str:
@@ -210,6 +227,7 @@ class PrivateNetwork:
         self.holder: subprocess.Popen | None = None
         self.tool: subprocess.Popen | None = None
         self.setup_seconds = 0.0
+        self.tool_error = ""  # why the user-mode networking failed to start; the network then has no outside access
         self._lock = threading.Lock()  # one request at a time on the holder's pipe; guards the two below
         self._asked = 0  # the number of the latest request
         self._pending = b""  # what was read from the holder past the last whole line
@@ -228,7 +246,11 @@ class PrivateNetwork:
                 os.close(exit_write)
             if self._read_line(START_SECONDS) != "ready":
                 raise LaunchError(f"could not make a private network: {self._holder_error()}")
-            self._start_tool(exit_read)
+            try:
+                self._start_tool(exit_read)
+            except LaunchError as error:  # the namespace stays private, only without outside access
+                self._end_tool()
+                self.tool_error = str(error)
         except BaseException:
             self.close()
             raise
@@ -262,8 +284,17 @@ class PrivateNetwork:
         else:
             return
         if not ready:
-            error = self.tool.stderr.read().strip() if self.tool.poll() is not None else "no answer"
-            raise LaunchError(f"{name} could not connect the private network: {error[-300:]}")
+            said = _said(self.tool.stderr) if _ended(self.tool) else f"no answer in {START_SECONDS:g} s"
+            raise LaunchError(f"{name} could not connect the private network: {said[-300:] or 'it said nothing'}")
+
+    def _end_tool(self) -> None:
+        """End a tool that failed to start; the holder forgets it (pasta's pid may be reused)."""
+        if self.tool is not None:
+            if self.tool.poll() is None:
+                self.tool.terminate()
+            _reap(self.tool)
+            self.tool = None
+            self._ask("companion 0")
 
     def _wait_for_route(self) -> bool:
         deadline = time.monotonic() + START_SECONDS
@@ -339,13 +370,27 @@ class PrivateNetwork:
         return line.decode(errors="replace").strip()
 
     def _holder_error(self) -> str:
-        if self.holder.poll() is None:
+        if not _ended(self.holder):
             return "no answer"
-        try:
-            said = self.holder.stderr.read().decode(errors="replace").strip()
-        except (OSError, ValueError):  # closed by close()
-            said = ""
-        return (said or f"exit code {self.holder.returncode}")[-300:]
+        return (_said(self.holder.stderr) or f"exit code {self.holder.returncode}")[-300:]
+
+
+def _ended(process: subprocess.Popen) -> bool:
+    """Whether it has ended, allowing a moment: a closed pipe comes just before the exit is reapable."""
+    try:
+        process.wait(0.5)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _said(stream) -> str:
+    """A helper's stderr, decoded, on one line (its lines joined by "; ")."""
+    try:
+        text = stream.read().decode(errors="replace")
+    except (OSError, ValueError):  # closed by close()
+        return ""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _reap(process: subprocess.Popen, grace: float = 2.0) -> None:
@@ -354,30 +399,3 @@ def _reap(process: subprocess.Popen, grace: float = 2.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-_told_host = False  # the host-network note: once per process, so once per kernel
-
-
-def host_note(found: Support, ps: bool = False) -> str:
-    """The one line, once per process, on why tasks are open to other hosts and how to isolate them."""
-    global _told_host
-    if _told_host:
-        return ""
-    _told_host = True
-    exposed = "the tasks listen on every interface of this machine, so other hosts on its network can connect to them"
-    if ps:
-        return f"{exposed}: a ps run cannot be private, since this notebook coordinates its tasks"
-    if not found.possible:
-        return f"{exposed}, and kwnb cannot isolate them here ({found.forbidden_by}): use a firewall"
-    if not found.tool:
-        return f"{exposed}; --network private isolates them (install slirp4netns or passt for outside access inside)"
-    return f"{exposed}; --network private isolates them, but there {found.dns}"
-
-
-def private_notes(found: Support) -> list[str]:
-    """What a private network here lacks, said with every run that uses one."""
-    if not found.tool:
-        return ["the private network has no outside access (neither slirp4netns nor pasta is installed): "
-                "downloads inside fail"]
-    return [f"in the private network {found.dns}: downloads by name fail"] if found.dns else []

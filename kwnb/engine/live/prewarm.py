@@ -24,12 +24,19 @@ def prewarm(count: int = DEFAULT_TASKS) -> threading.Thread | None:
 
 
 def _prepare(count: int, cwd: str) -> None:
-    from ...backends import local, netns
+    from ...backends import local, netns, network_choice, task_temp
     from ...backends.warm import POOL
+    from ...errors import OptionError
     from .inputs import find_python, task_env
     from ...machine.limits import read_limits
+    from ...machine.neighbours import neighbours
 
     env = task_env()
     env.update(local.thread_env(env, count, read_limits().cpus))  # as the local launcher sets them
-    network = os.environ.get(local.NETWORK_ENV) or ("private" if netns.support().complete else "host")
-    POOL.prepare(find_python(None), env, cwd, count, private=network == "private")
+    env.update(task_temp.temp_env(env))
+    try:
+        network, said_by = network_choice.wanted(None)
+    except OptionError:  # the run itself says what is wrong
+        return
+    choice = network_choice.choose(network, said_by, False, netns.support(), neighbours())
+    POOL.prepare(find_python(None), env, cwd, count, private=choice.network == "private")

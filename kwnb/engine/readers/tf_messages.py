@@ -94,11 +94,22 @@ def is_runtime_line(line: str) -> bool:
 _RUNTIME_START = re.compile("\n(?=[IWEF]\\d|2\\d{3}-|/|" + "|".join(map(re.escape, _CONTINUATIONS)) + ")")
 
 
+def runtime_line_numbers(finished: str) -> list[int]:
+    """Which of the lines in `finished` (each ended by `\\n`) are runtime lines (is_runtime_line), counted
+    from 0: the one decision, made once per line by a task's reader (engine/readers/output.py)."""
+    text, numbers = "\n" + finished, []
+    number, counted_to = 0, 0  # the line starting after the `\n` at counted_to, counted incrementally: O(text)
+    for match in _RUNTIME_START.finditer(text, 0, len(text) - 1):
+        number += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        if is_runtime_line(text[match.end():text.index("\n", match.end())].rstrip()):
+            numbers.append(number)
+    return numbers
+
+
 def count_runtime_lines(finished: str) -> int:
-    """How many of the lines in `finished` (each ended by `\\n`) are runtime lines (is_runtime_line)."""
-    text = "\n" + finished
-    return sum(is_runtime_line(text[m.end():text.index("\n", m.end())].rstrip())
-               for m in _RUNTIME_START.finditer(text, 0, len(text) - 1))
+    """How many of the lines in `finished` (each ended by `\\n`) are runtime lines."""
+    return len(runtime_line_numbers(finished))
 
 
 @dataclass

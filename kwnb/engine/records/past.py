@@ -28,9 +28,8 @@ from ..diagnoses.diagnosis import Diagnosis
 from ..readers.metrics import MetricsParser
 from .reading import RunReading
 from .record import HISTORY
-from ..readers.screen import TerminalScreen
+from ..readers.output import TaskOutput
 from .snapshot import LOG_LINES, RunSnapshot, TaskView
-from ..readers.tf_messages import is_runtime_line
 
 READ_CHUNK = 1 << 20  # logs are read in 1 MB pieces: memory stays flat whatever their size
 
@@ -88,7 +87,7 @@ class PastRun(RunReading):
 
     def _task(self, position: int, task_id: TaskId, recorded: dict, rows: dict, chief: bool) -> TaskView:
         log_path = self.folder.log(task_id.type, task_id.index)
-        tail, total, runtime = self._log_tail(log_path)
+        tail, tail_runtime, total, runtime = self._log_tail(log_path)
         parser_progress = rows.pop("progress", None)
         return TaskView(
             position=position, id=task_id, is_chief=recorded.get("is_chief", chief),
@@ -97,8 +96,8 @@ class PastRun(RunReading):
             address=recorded.get("address", ""), started_at=recorded.get("started_at"),
             ended_at=recorded.get("ended_at"), elapsed=recorded.get("elapsed") or 0.0,
             restarts=recorded.get("restarts", 0), warm=recorded.get("warm", False), alive=False,
-            phases=tuple((at, phase) for at, phase in recorded.get("phases", [])), tail=tail, total_lines=total,
-            runtime_lines=runtime, log_path=log_path,
+            phases=tuple((at, phase) for at, phase in recorded.get("phases", [])), tail=tail, tail_runtime=tail_runtime,
+            total_lines=total, runtime_lines=runtime, log_path=log_path,
             progress=tuple(recorded.get("progress") or parser_progress or (None, "")),
             epochs=tuple(rows["epochs"]), steps=tuple(rows["steps"]), steps_per_epoch=rows.get("steps_per_epoch"),
             peak_rss=recorded.get("peak_rss", 0), rate=recorded.get("rate"), time_in=dict(recorded.get("time_in", {})))
@@ -128,16 +127,15 @@ class PastRun(RunReading):
         return {"epochs": parser.history(), "steps": list(parser.steps), "steps_per_epoch": parser.steps_per_epoch,
                 "progress": parser.progress()}
 
-    def _log_tail(self, path: Path) -> tuple[tuple, int, int]:
-        """The last LOG_LINES lines as a terminal shows them, how many lines in all, how many runtime lines."""
-        screen, runtime = TerminalScreen(keep=LOG_LINES), 0
+    def _log_tail(self, path: Path) -> tuple[tuple, tuple, int, int]:
+        """The log's last lines as a terminal shows them and which are runtime lines (their places among them), how
+        many lines in all, how many runtime lines: the log read by the reader the live run had."""
         if not path.is_file():
             self.missing.append(f"{path.name} (deleted?)")
-            return (), 0, 0
-        for chunk in _chunks(path):
-            runtime += sum(map(is_runtime_line, screen.feed(chunk)))
-        tail = screen.tail()
-        return tuple(tail), screen.total_lines + (1 if screen.current.strip() else 0), runtime
+            return (), (), 0, 0
+        output = TaskOutput(path, keep=LOG_LINES)
+        output.feed_file()
+        return (*output.tail(), output.total_lines, output.runtime_lines)
 
     # ----- what a Run also answers --------------------------------------------------------------
     def snapshot(self) -> RunSnapshot:

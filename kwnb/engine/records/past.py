@@ -87,7 +87,7 @@ class PastRun(RunReading):
 
     def _task(self, position: int, task_id: TaskId, recorded: dict, rows: dict, chief: bool) -> TaskView:
         log_path = self.folder.log(task_id.type, task_id.index)
-        tail, tail_runtime, total, runtime = self._log_tail(log_path)
+        tail, tail_runtime, total, runtime = self._log_tail(log_path, recorded, rows)
         parser_progress = rows.pop("progress", None)
         return TaskView(
             position=position, id=task_id, is_chief=recorded.get("is_chief", chief),
@@ -108,8 +108,8 @@ class PastRun(RunReading):
         try:
             tasks = json.loads(path.read_text(encoding="utf-8"))["tasks"]
             if len(tasks) == len(task_ids):
-                return [{"epochs": t["epochs"], "steps": t["steps"], "steps_per_epoch": t.get("steps_per_epoch")}
-                        for t in tasks]
+                return [{"epochs": t["epochs"], "steps": t["steps"], "steps_per_epoch": t.get("steps_per_epoch"),
+                         "tail": t.get("tail"), "tail_runtime": t.get("tail_runtime", ())} for t in tasks]
             why = "it lists other tasks"
         except FileNotFoundError:
             why = "no such file"
@@ -127,12 +127,15 @@ class PastRun(RunReading):
         return {"epochs": parser.history(), "steps": list(parser.steps), "steps_per_epoch": parser.steps_per_epoch,
                 "progress": parser.progress()}
 
-    def _log_tail(self, path: Path) -> tuple[tuple, tuple, int, int]:
+    def _log_tail(self, path: Path, recorded: dict, rows: dict) -> tuple[tuple, tuple, int, int]:
         """The log's last lines as a terminal shows them and which are runtime lines (their places among them), how
-        many lines in all, how many runtime lines: the log read by the reader the live run had."""
+        many lines in all, how many runtime lines: as the run recorded them, else (a folder an older kwnb wrote,
+        or a run that never ended here) the log read again by the reader the live run had."""
         if not path.is_file():
             self.missing.append(f"{path.name} (deleted?)")
             return (), (), 0, 0
+        if rows.get("tail") is not None and "total_lines" in recorded:
+            return tuple(rows["tail"]), tuple(rows["tail_runtime"]), recorded["total_lines"], recorded["runtime_lines"]
         output = TaskOutput(path, keep=LOG_LINES)
         output.feed_file()
         return (*output.tail(), output.total_lines, output.runtime_lines)

@@ -3,9 +3,9 @@ after the kernel that ran it is gone.
 
 When the run ends, its snapshot (engine/records/snapshot.py) is written into run.json under "result"
 (status, start and end, the reason and notes, each task's exit code, phases and peak memory, the
-diagnoses standing at the end and every one ever made) and its metric rows into history.json
-(kept apart: up to 20,000 step rows per task would slow every `%kw_runs` listing, which reads
-each run.json). Both are replaced atomically (a temporary file, then rename), so a kernel killed
+diagnoses standing at the end and every one ever made) and its metric rows and each task's log tail (the
+lines views showed, with which are TensorFlow runtime lines) into history.json (kept apart: up to 20,000
+step rows and 300 lines per task would slow every `%kw_runs` listing, which reads each run.json). Both are replaced atomically (a temporary file, then rename), so a kernel killed
 mid-write leaves the previous file whole.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ def write_result(snapshot) -> None:
     description = json.loads(folder.description.read_text(encoding="utf-8"))
     description.update({"format": RUN_JSON_FORMAT, "result": result_of(snapshot)})
     write_json(folder.description, description)
-    rows = {"tasks": [{"epochs": list(task.epochs), "steps": list(task.steps), "steps_per_epoch": task.steps_per_epoch}
-                      for task in snapshot.tasks]}
+    rows = {"tasks": [{"epochs": list(task.epochs), "steps": list(task.steps), "steps_per_epoch": task.steps_per_epoch,
+                       "tail": list(task.tail), "tail_runtime": list(task.tail_runtime)} for task in snapshot.tasks]}
     write_json(folder.path / HISTORY, rows, indent=None)  # compact: up to 20,000 step rows a task
 
 

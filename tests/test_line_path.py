@@ -1,5 +1,6 @@
-"""The per-line path's shortcuts (engine/readers/screen.py's plain bursts, tf_messages.count_runtime_lines) give
-the same answers as rendering and testing every line one by one, on real logs cut anywhere."""
+"""The per-line path's shortcuts (engine/readers/screen.py's plain bursts, tf_messages.runtime_line_numbers, the
+reader's runtime-line places in engine/readers/output.py) give the same answers as rendering and testing every
+line one by one, on real logs cut anywhere."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 
 from chunking import random_chunks
 from kwnb.engine.readers import tf_messages as tf
+from kwnb.engine.readers.output import TaskOutput
 from kwnb.engine.readers.screen import TerminalScreen, render_line
 
 DATA = Path(__file__).parent / "data"
@@ -57,3 +59,34 @@ def test_a_burst_longer_than_keep_keeps_its_last_lines_and_counts_all():
     screen.feed("e")
     assert screen.feed_text("f\ng\nh\n") == "ef\ng\nh\n"  # plain: the line being drawn comes first
     assert list(screen.lines) == ["g", "h"] and screen.total_lines == 7 and screen.current == ""
+
+
+@pytest.mark.parametrize("name", [*LOGS, "mixed"])
+@pytest.mark.parametrize("keep", [3, 300])
+def test_the_reader_classifies_each_line_once_as_the_plain_way_does(name, keep):
+    """Each read's lines come to the sinks with their runtime lines marked, and the tail views copy marks the same
+    lines, wherever the reads cut the log."""
+    text = MIXED if name == "mixed" else (DATA / name).read_bytes().decode("utf-8", errors="replace")
+    expected_lines, expected_total, _, expected_runtime = one_by_one(text, keep)
+    for seed in (0, 1):
+        given = []
+        output = TaskOutput("unread.log", keep=keep, sinks=(given.append,))
+        for chunk in random_chunks(text, seed=seed, largest=5000):
+            output.feed(chunk)
+        handed = [pair for lines in given for pair in lines.lines()]
+        assert [line for line, _ in handed][-keep:] == expected_lines and len(handed) == expected_total
+        assert [line for line, runtime in handed if runtime] == [line for line, _ in handed if tf.is_runtime_line(line)]
+        assert output.runtime_lines == sum(len(lines.runtime) for lines in given) == expected_runtime
+        tail, runtime = output.tail()
+        assert [place for place, line in enumerate(tail) if tf.is_runtime_line(line)] == list(runtime)
+        assert tail[:len(expected_lines)] == tuple(expected_lines)
+
+
+def test_the_line_being_drawn_is_marked_as_it_is_now():
+    output = TaskOutput("unread.log", keep=2)
+    output.feed("a\nI0000 00:00:1795460621.508971  7334 port.cc:153] runtime\nb\nI0000 00:00:1795460621.5")
+    assert output.tail() == (("I0000 00:00:1795460621.508971  7334 port.cc:153] runtime", "b", "I0000 00:00:1795460621.5"),
+                             (0,))
+    output.feed("08971  7334 port.cc:153] done\n")
+    assert output.tail() == (("b", "I0000 00:00:1795460621.508971  7334 port.cc:153] done"), (1,))
+    assert output.runtime_lines == 2 and output.total_lines == 4

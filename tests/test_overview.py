@@ -79,6 +79,19 @@ def test_runtime_lines_are_folded_but_kept(late_run):
     assert fold_label(view, False) == f"{chief.runtime_lines} TensorFlow runtime messages hidden - show"
 
 
+def test_the_log_view_folds_the_lines_the_reader_marked():
+    """The dashboard decides nothing: it leaves out the lines the task's reader marked as runtime lines."""
+    from kwnb.engine.records.snapshot import TaskView
+    from kwnb.task.tf_config import TaskId
+
+    view = TaskView(position=0, id=TaskId("worker", 0), is_chief=True, status="running", phase="training",
+                    tail=("kept one", "marked one", "kept two"), tail_runtime=(1,), total_lines=10, runtime_lines=4)
+    folded, shown = log_html(view), log_html(view, show_runtime=True)
+    assert "kept one\nkept two" in folded and "marked one" not in folded
+    assert "kept one\nmarked one\nkept two" in shown and "7 earlier lines not shown" in folded
+    assert fold_label(view, False) == "4 TensorFlow runtime messages hidden - show"
+
+
 def test_segments_follow_phases_across_a_restart():
     vitals = Vitals()
     vitals.phases = [(0.0, "starting"), (2.0, "joining"), (3.0, "training"), (9.0, "failed"), (10.0, "starting"),

@@ -190,6 +190,33 @@ def test_older_or_partial_folders_are_read_saying_what_is_missing(runs, tmp_path
     assert past.snapshot().tasks[1].tail == () and past.logs(0) == clean.logs(0)
 
 
+RUNTIME_LINE = "I0000 00:00:1795460621.508971  7334 port.cc:153] written after the run"
+
+
+def test_a_past_run_shows_the_tail_its_run_recorded_and_an_older_folder_reads_its_log(runs, tmp_path):
+    """history.json keeps each task's last lines and which are runtime lines: the log is not read again, unless
+    an older kwnb wrote the folder, when the same reader reads it."""
+    _, clean, _ = runs
+    lines_of = lambda tasks: [(t.tail, t.tail_runtime, t.total_lines, t.runtime_lines) for t in tasks]
+    live = clean.snapshot().tasks
+    recorded = copy_of(clean, tmp_path / "recorded")
+    with open(recorded / "worker-0.log", "a") as log:
+        log.write(RUNTIME_LINE + "\n")
+    assert lines_of(kwnb.open_run(recorded).snapshot().tasks) == lines_of(live)
+
+    older = copy_of(clean, tmp_path / "older_tail")
+    history = json.loads((older / HISTORY_NAME).read_text())
+    for task in history["tasks"]:
+        del task["tail"], task["tail_runtime"]
+    (older / HISTORY_NAME).write_text(json.dumps(history))
+    with open(older / "worker-0.log", "a") as log:
+        log.write(RUNTIME_LINE + "\n")
+    chief, worker = kwnb.open_run(older).snapshot().tasks
+    assert lines_of([worker]) == lines_of(live[1:])
+    assert chief.tail == (*live[0].tail, RUNTIME_LINE)[-len(chief.tail):] and chief.tail_runtime[-1:] == (len(chief.tail) - 1,)
+    assert (chief.total_lines, chief.runtime_lines) == (live[0].total_lines + 1, live[0].runtime_lines + 1)
+
+
 def test_the_static_account_is_final_small_and_says_what_it_is(runs):
     """What a published page shows in the dashboard's place: the end of the run in palette PNGs, the
     summary folded with no blank line (Markdown would end the HTML block there), no session memory

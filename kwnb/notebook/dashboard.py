@@ -25,7 +25,6 @@ import ipywidgets as widgets
 
 from ..engine.records.snapshot import LOG_LINES
 from ..engine.records.summary import format_summary
-from ..engine.readers.tf_messages import is_runtime_line
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html
@@ -51,10 +50,12 @@ def worker_label(worker) -> str:
 
 
 def log_html(worker, show_runtime: bool = False) -> str:
-    """A task's log tail (a TaskView of a RunSnapshot, or anything that has its snapshot's fields)."""
+    """A task's log tail (a TaskView of a RunSnapshot, or anything that has its snapshot's fields), its
+    TensorFlow runtime lines (as the task's reader classified them, engine/readers/output.py) left out unless shown."""
     shown = list(worker.tail)[-LOG_LINES:]
     hidden = worker.total_lines - len(shown)
-    lines = shown if show_runtime else [line for line in shown if not is_runtime_line(line)]
+    folded = {place - (len(worker.tail) - len(shown)) for place in worker.tail_runtime}
+    lines = shown if show_runtime else [line for place, line in enumerate(shown) if place not in folded]
     note = (f"{hidden} earlier line{'s' * (hidden != 1)} not shown; " if hidden > 0 else "") + f"full log: {worker.log_path}"
     body = html.escape("\n".join(lines)) or "(no output yet)"
     # column-reverse keeps the box scrolled to its newest line, like a terminal, on every redraw.

@@ -84,6 +84,7 @@ class Run(RunReading, Supervisor, TaskControl):
         on_end: list[Callable[["Run"], None]] | None = None,
         stall_after: float = 60.0,
         logdir: str | os.PathLike | None = None,
+        outputs: list[Callable] | None = None,
     ):
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
@@ -98,7 +99,7 @@ class Run(RunReading, Supervisor, TaskControl):
         self.gpus = gpus
         self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
         self.launcher.check()
-        self._make_folder(runs_dir, files, keep_lines)
+        self._make_folder(runs_dir, files, keep_lines, tuple(outputs or ()))
         self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
         self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
@@ -115,13 +116,13 @@ class Run(RunReading, Supervisor, TaskControl):
         self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
         self.stop_grace, self.chief_grace = stop_grace, chief_grace  # grace: engine/tasks/roles.py
 
-    def _make_folder(self, runs_dir, files, keep_lines: int) -> None:
+    def _make_folder(self, runs_dir, files, keep_lines: int, outputs: tuple) -> None:
         """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json."""
         self.dir = new_run_dir(Path(runs_dir) if runs_dir else default_runs_dir(self.cwd), self.name)
         self.folder = RunFolder(self.dir)
         self.log = for_run(self.dir)  # kwnb's own account of the run: kwnb.log in its folder
         self.files = self._keep_files(files or [])
-        self.workers = self._make_tasks(keep_lines)
+        self.workers = self._make_tasks(keep_lines, outputs)
         self._write_description()
 
     def _init_progress(self) -> None:
@@ -155,10 +156,12 @@ class Run(RunReading, Supervisor, TaskControl):
                 shutil.copy2(path, self.dir / path.name)
         return kept
 
-    def _make_tasks(self, keep_lines: int) -> list[Task]:
+    def _make_tasks(self, keep_lines: int, outputs: tuple) -> list[Task]:
+        """outputs: besides each task's own state, who gets every read's lines, output(task_id, lines), under
+        the state lock (engine/readers/output.py; `kwnb run`'s terminal)."""
         replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
         tasks = [Task(i, task_id, self.folder.log(task_id.type, task_id.index), self.folder.metrics(i), keep_lines,
-                      step_scale=1.0 / replicas, user_files=self.user_files)
+                      step_scale=1.0 / replicas, user_files=self.user_files, outputs=outputs)
                  for i, task_id in enumerate(self.task_ids)]
         roles.prepare(tasks)  # which is the chief; an evaluator's curves are per checkpoint
         for task in tasks:  # created private: logs can hold data and tracebacks

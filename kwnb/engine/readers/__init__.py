@@ -1,5 +1,6 @@
 """Reading what a task writes, pure and at the bottom of the engine: following a growing file
-(follow.py), rendering its bytes as a terminal shows them (screen.py), TensorFlow's own messages
+(follow.py), rendering its bytes as a terminal shows them (screen.py), the one reader of each task's output
+that hands its lines, classified, to their sinks (output.py), TensorFlow's own messages
 (tf_events.py, tf_messages.py), Keras' and kwnb.report()'s metric rows (metrics.py), a sidecar
 evaluator's rows (evaluation.py) and TensorBoard's event files (tensorboard.py).
 

@@ -80,7 +80,7 @@ class TerminalScreen:
         """Lines as written, the line being drawn first: only the last `keep` are split out."""
         finished = self.current + body
         count = body.count("\n")
-        keep = self.lines.maxlen  # None: unbounded (render_file)
+        keep = self.lines.maxlen  # None: unbounded (Run.logs reads every line)
         if keep is None or count <= keep:
             kept = finished.split("\n")[:-1]
         else:  # the first piece holds every older line, the last is the empty one after the last `\n`
@@ -111,11 +111,3 @@ class TerminalScreen:
     @property
     def hidden_lines(self) -> int:
         return self.total_lines - len(self.lines)
-
-
-def render_file(path) -> list[str]:
-    """A whole log file as a terminal shows it, line by line."""
-    screen = TerminalScreen(keep=10**9)
-    with open(path, "rb") as log:
-        screen.feed(log.read().decode("utf-8", errors="replace"))
-    return screen.tail()

@@ -2,7 +2,8 @@
 
 `TfLogScanner.feed(chunk)` takes the log as it grows (chunks may split lines anywhere; Keras progress bars
 bring `\\r` and `\\b`) and returns the events its complete lines show; `scan(text)` does a whole log.
-`is_runtime_line(line)` tells TensorFlow's C++ runtime chatter from the learner's own output.
+`is_runtime_line(line)` tells TensorFlow's C++ runtime chatter from the learner's own output (asked once per
+line by each task's reader, output.py: views read its marks).
 The events it returns are tf_events.py's. The message shapes are those of TF 2.21, captured in tests/data/tf-2.21/ (see its README.md).
 
 Reading the events (what TF 2.21 does, measured in the README):
@@ -94,11 +95,24 @@ def is_runtime_line(line: str) -> bool:
 _RUNTIME_START = re.compile("\n(?=[IWEF]\\d|2\\d{3}-|/|" + "|".join(map(re.escape, _CONTINUATIONS)) + ")")
 
 
-def count_runtime_lines(finished: str) -> int:
-    """How many of the lines in `finished` (each ended by `\\n`) are runtime lines (is_runtime_line)."""
+def runtime_line_numbers(finished: str) -> list[int]:
+    """Which of the lines in `finished` (each ended by `\\n`) are runtime lines (is_runtime_line), counted
+    from 0: the one decision, made once per line by a task's reader (engine/readers/output.py)."""
     text = "\n" + finished
-    return sum(is_runtime_line(text[m.end():text.index("\n", m.end())].rstrip())
-               for m in _RUNTIME_START.finditer(text, 0, len(text) - 1))
+    count, find = text.count, text.index  # bound once: ~0.2 us a candidate line saved
+    numbers, number, counted_to = [], 0, 0  # the line after the `\n` at counted_to; counted on from there: O(text)
+    for match in _RUNTIME_START.finditer(text, 0, len(text) - 1):
+        start = match.start()
+        number += count("\n", counted_to, start)
+        counted_to = start
+        if is_runtime_line(text[start + 1:find("\n", start + 1)].rstrip()):
+            numbers.append(number)
+    return numbers
+
+
+def count_runtime_lines(finished: str) -> int:
+    """How many of the lines in `finished` (each ended by `\\n`) are runtime lines."""
+    return len(runtime_line_numbers(finished))
 
 
 @dataclass

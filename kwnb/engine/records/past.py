@@ -29,10 +29,9 @@ from ..readers.metrics import MetricsParser
 from ..tasks.roles import chief_position
 from .reading import RunReading
 from .record import HISTORY, DiagnosisRecord, RunResult, TaskRecord, TaskRows, read_record
-from ..readers.screen import TerminalScreen
+from ..readers.output import TaskOutput
 from .snapshot import LOG_LINES, RunSnapshot, TaskView
 from .summary import format_summary
-from ..readers.tf_messages import is_runtime_line
 
 READ_CHUNK = 1 << 20  # logs are read in 1 MiB pieces: memory stays flat whatever their size
 
@@ -88,13 +87,13 @@ class PastRun(RunReading):
         """What run.json kept of the task, with its lines counted in its log and its metric rows (`rows`:
         the TaskRows and, where they were parsed again, the progress they give)."""
         log_path = self.folder.log(task_id.type, task_id.index)
-        tail, total, runtime = self._log_tail(log_path)
         history, parsed_progress = rows
+        tail, tail_runtime, total, runtime = self._log_tail(log_path, history, kept)
         shown = {**vars(kept), **vars(history), "position": position, "total_lines": total, "runtime_lines": runtime,
                  "is_chief": chief if kept.is_chief is None else kept.is_chief,
-                 "progress": kept.progress or parsed_progress or (None, "")}
+                 "progress": kept.progress or parsed_progress or (None, ""), "tail": tail, "tail_runtime": tail_runtime}
         del shown["type"], shown["index"]
-        return TaskView(**shown, id=task_id, alive=False, tail=tail, log_path=log_path)
+        return TaskView(**shown, id=task_id, alive=False, log_path=log_path)
 
     def _rows(self, task_ids: list) -> list[tuple]:
         """Each task's TaskRows and, where they were parsed again, its progress: history.json, else the
@@ -121,16 +120,18 @@ class PastRun(RunReading):
         rows = TaskRows(epochs=tuple(parser.history()), steps=tuple(parser.steps), steps_per_epoch=parser.steps_per_epoch)
         return rows, parser.progress()
 
-    def _log_tail(self, path: Path) -> tuple[tuple, int, int]:
-        """The last LOG_LINES lines as a terminal shows them, how many lines in all, how many runtime lines."""
-        screen, runtime = TerminalScreen(keep=LOG_LINES), 0
+    def _log_tail(self, path: Path, rows: TaskRows, kept: TaskRecord) -> tuple[tuple, tuple, int, int]:
+        """The log's last lines as a terminal shows them and which are runtime lines (their places among them), how
+        many lines in all, how many runtime lines: as the run recorded them, else (a folder an older kwnb wrote,
+        or a run that never ended here) the log read again by the reader the live run had."""
         if not path.is_file():
             self.missing.append(f"{path.name} (deleted?)")
-            return (), 0, 0
-        for chunk in _chunks(path):
-            runtime += sum(map(is_runtime_line, screen.feed(chunk)))
-        tail = screen.tail()
-        return tuple(tail), screen.total_lines + (1 if screen.current.strip() else 0), runtime
+            return (), (), 0, 0
+        if rows.tail is not None:  # recorded at the run's end (history.json), its counts beside it in run.json
+            return rows.tail, rows.tail_runtime, kept.total_lines, kept.runtime_lines
+        output = TaskOutput(path, keep=LOG_LINES)
+        output.feed_file()
+        return (*output.tail(), output.total_lines, output.runtime_lines)
 
     # ----- what a Run also answers --------------------------------------------------------------
     def snapshot(self) -> RunSnapshot:

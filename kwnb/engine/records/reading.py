@@ -51,10 +51,12 @@ class RunReading(RunAliases):
     def logs(self, task: int | str = 0, tail: int | None = None, *, all: bool = False) -> str:
         """A task's log as a terminal shows it, without TensorFlow's runtime lines unless `all`;
         `tail` keeps only the last lines. The file itself keeps every byte."""
-        from ..readers.screen import render_file
-        from ..readers.tf_messages import is_runtime_line
+        from ..readers.output import TaskOutput
 
-        lines = render_file(self.task(task).log_path)
-        lines = lines if all else [line for line in lines if not is_runtime_line(line)]
+        output = TaskOutput(self.task(task).log_path, keep=None)  # every line, through the reader the run has
+        output.feed_file()
+        lines, runtime = output.tail()
+        folded = () if all else set(runtime)
+        lines = [line for place, line in enumerate(lines) if place not in folded]
         return "\n".join(lines[-tail:] if tail else lines)
 

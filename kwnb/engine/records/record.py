@@ -3,10 +3,11 @@ after the kernel that ran it is gone.
 
 When the run ends, its snapshot (engine/records/snapshot.py) is written into run.json under "result"
 (status, start and end, the reason and notes, each task's exit code, phases and peak memory, the
-diagnoses standing at the end and every one ever made) and its metric rows into history.json
-(kept apart: up to 20,000 step rows per task would slow every `%kw_runs` listing, which reads
-each run.json). Both are replaced atomically (a temporary file, then rename), so a kernel killed
-mid-write leaves the previous file whole.
+diagnoses standing at the end and every one ever made) and its metric rows and each task's log tail (the
+lines views showed, with which are TensorFlow runtime lines) into history.json (kept apart: up to 20,000
+step rows and 300 lines per task would slow every `%kw_runs` listing, which reads each run.json). Both
+are replaced atomically (a temporary file, then rename), so a kernel killed mid-write leaves the
+previous file whole.
 
 What is kept is declared once, as the fields of RunResult, TaskRecord, DiagnosisRecord and TaskRows:
 writing walks them (`record_of`, reading each from the snapshot) and reading walks them back
@@ -106,6 +107,8 @@ class TaskRows:
     epochs: tuple = saved(read=tuple)
     steps: tuple = saved(read=tuple)
     steps_per_epoch: int | None = None
+    tail: tuple | None = saved(None, read=tuple)  # the log's last lines as views showed them (None: not kept)
+    tail_runtime: tuple = saved((), read=tuple)  # which of them are TensorFlow runtime lines (their places)
 
 
 def record_of(kind: type, source) -> dict:

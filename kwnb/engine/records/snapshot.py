@@ -45,6 +45,7 @@ class TaskView:
     alive: bool = False
     phases: tuple = ()  # (time it began, phase), across restarts
     tail: tuple = ()  # the last lines as a terminal shows them, the unfinished one included
+    tail_runtime: tuple = ()  # which lines of `tail` (their places in it) are TensorFlow runtime lines
     total_lines: int = 0  # lines the log has on screen so far, the tail's included
     runtime_lines: int = 0  # TensorFlow's C++ runtime lines among them
     log_path: Path | None = None
@@ -150,15 +151,15 @@ def copy_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
 
 def view_of_task(task, now: float, where: str = "", gpu: str = "") -> TaskView:
     """A live task (engine/tasks/task.py) as views show it; called under the run's state lock."""
-    vitals, metrics, screen = task.vitals, task.metrics, task.screen
-    tail = screen.tail(LOG_LINES)
+    vitals, metrics = task.vitals, task.metrics
+    tail, tail_runtime = task.output.tail(LOG_LINES)
     rate = vitals.rate if task.alive else vitals.mean_rate(task)
     return TaskView(
         position=task.position, id=task.id, is_chief=task.is_chief, status=task.status, phase=task.phase,
         returncode=task.returncode, pid=task.pid, where=where, gpu=gpu, address=task.address,
         started_at=task.started_at, ended_at=task.ended_at, elapsed=task.elapsed, restarts=task.restarts,
-        warm=task.warm, alive=task.alive, phases=tuple(vitals.phases), tail=tuple(tail),
-        total_lines=screen.total_lines + (1 if screen.current.strip() else 0), runtime_lines=task.runtime_lines,
+        warm=task.warm, alive=task.alive, phases=tuple(vitals.phases), tail=tail,
+        tail_runtime=tail_runtime, total_lines=task.output.total_lines, runtime_lines=task.runtime_lines,
         log_path=task.log_path, progress=metrics.progress(), epochs=tuple(metrics.history()),
         steps=tuple(metrics.steps), steps_per_epoch=metrics.steps_per_epoch, cpu_percent=vitals.cpu_percent,
         rss=vitals.rss, peak_rss=task.signals.peak_rss, rate=rate, time_in=vitals.time_in(until=task.ended_at or now))

@@ -3,6 +3,8 @@
 The supervisor reads a task in two halves, so that views are never kept waiting by a slow process
 call: `observe()` does the I/O (new log bytes, the process's state, which under Slurm means squeue,
 the port probe) without the run's state lock; `apply()` then updates what views read, under it.
+The log is read by the task's one reader (engine/readers/output.py), whose first sink is the task itself
+(its metrics and signals) and whose others are the outputs the run was given (`kwnb run`'s terminal).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import socket
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ...backends.base import Sample, TaskProcess
@@ -18,6 +21,7 @@ from ...task.tf_config import TaskId, address_of
 from ..readers import tf_messages as tf
 from ..readers.follow import FileFollower
 from ..readers.metrics import MetricsParser
+from ..readers.output import Lines, TaskOutput
 from ..readers.screen import TerminalScreen
 from .status import Status
 from .vitals import Vitals
@@ -94,7 +98,7 @@ class Task:
     """A task's process across restarts, with its log and what was read from it (public as Run.workers[i])."""
 
     def __init__(self, position: int, task_id: TaskId, log_path: Path, reports_path: Path, keep_lines: int,
-                 step_scale: float = 1.0, user_files: tuple = ()):
+                 step_scale: float = 1.0, user_files: tuple = (), outputs: tuple = ()):
         self.position = position  # place in Run.workers; the chief is 0
         self.id = task_id
         self.index = task_id.index  # within its type: `ps 0` may be at position 2
@@ -108,18 +112,17 @@ class Task:
         self.ended_at: float | None = None
         self.port_open_at: float | None = None
         self.restarts = 0  # times this task started again: with its cluster (failure policy) or alone (the user)
-        self.screen = TerminalScreen(keep=keep_lines)
+        # Each output is called as output(task_id, lines) with every read's lines (readers/output.py).
+        self.output = TaskOutput(log_path, keep_lines, sinks=(self._took, *(partial(o, task_id) for o in outputs)))
         self.metrics = MetricsParser(step_scale=step_scale)
         self.is_chief = False
         self.signals = Signals()
         self.vitals = Vitals()  # phase, step rate, CPU, memory: what the overview shows
-        self.runtime_lines = 0  # TensorFlow's C++ runtime lines so far, which views fold away
         self.killed_by_kwnb = False  # %kw_kill / Run.kill: a failure, but not a mysterious one
         self.warm = False
         self._scanner = tf.TfLogScanner(user_files)
         self._folder = RunFolder(log_path.parent)
         self._sampled_at = float("-inf")
-        self._log = FileFollower(log_path)
         self._reports = FileFollower(reports_path)
         self._process: TaskProcess | None = None
         self._stop_requested = False
@@ -168,6 +171,16 @@ class Task:
         self.vitals.restarted(self.started_at)
 
     @property
+    def screen(self) -> TerminalScreen:
+        """The log's last lines as a terminal shows them (the reader's)."""
+        return self.output.screen
+
+    @property
+    def runtime_lines(self) -> int:
+        """TensorFlow's C++ runtime lines so far, which views fold away."""
+        return self.output.runtime_lines
+
+    @property
     def phase(self) -> str:
         """starting, joining, training, ... (engine/tasks/vitals.py); `vitals.phases` has their history."""
         return self.vitals.phase
@@ -200,12 +213,12 @@ class Task:
 
     def observe(self) -> Observation:
         """The slow half: read what is new. Touches only this task's followers and process handle."""
-        seen = Observation(text=self._log.read_new(), reported=self._reports.read_new())
+        seen = Observation(text=self.output.read(), reported=self._reports.read_new())
         if self._process is None or self.returncode is not None:
             return seen
         seen.returncode = self._process.poll()
         if seen.returncode is not None:
-            while more := self._log.read_new():  # to the end: a read takes at most MAX_READ bytes
+            while more := self.output.read():  # to the end: a read takes at most MAX_READ bytes
                 seen.text += more
             seen.reported += self._reports.read_new()
             return seen
@@ -223,9 +236,7 @@ class Task:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
         changed, now = bool(seen.text or seen.reported), time.time()
         if seen.text:
-            self.runtime_lines += tf.count_runtime_lines(self.screen.feed_text(seen.text))
-            self.metrics.feed(seen.text)
-            self.signals.record(self._scanner.feed(seen.text), now)
+            self.output.feed(seen.text)  # to _took below, then to the run's outputs
         if seen.reported:
             self.metrics.feed_report_lines(seen.reported)
         if changed:
@@ -249,6 +260,11 @@ class Task:
                 Status.PENDING if seen.queued else Status.STARTING
             changed, self.status = changed or status != self.status, status
         return self.vitals.update(self, now) or changed
+
+    def _took(self, lines: Lines) -> None:
+        """The reader's first sink (under the run's state lock): the metrics and signals read the text as written."""
+        self.metrics.feed(lines.text)
+        self.signals.record(self._scanner.feed(lines.text), time.time())
 
     def _apply_sample(self, seen: Observation) -> None:
         if seen.sample is not None:

@@ -1,0 +1,67 @@
+"""`kwnb run` in a terminal (cli.py): every task's lines printed with its prefix, TensorFlow's runtime lines folded
+into one count unless --all, all of it handed over by each task's one reader (engine/readers/output.py).
+
+Plain-Python tasks: what is tested is the path of the lines, not TensorFlow.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from kwnb import cli
+from kwnb.engine.readers import follow
+
+SCRIPT = r"""import json, sys
+index = json.loads(__import__("os").environ["TF_CONFIG"])["task"]["index"]
+print(f"worker {index} says hello")
+print("I0000 00:00:1795460621.508971  7334 port.cc:153] oneDNN custom operations are on.")
+sys.stdout.write(" 1/2 [==>...] - loss: 0.5\r 2/2 [=====] - loss: 0.4\n")
+print("To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow")
+print(f"worker {index} done", end="")  # a last line without its newline: a terminal shows it, `kwnb run` never did
+"""
+
+
+def run_cli(tmp_path, capsys, monkeypatch, *flags: str) -> list[str]:
+    (tmp_path / "chatty.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    code = cli.main(["run", "chatty.py", "-n", "2", "--network", "host", *flags])
+    assert code == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def prefixed(out: list[str]) -> list[str]:
+    return [line for line in out if re.match(r"\[worker \d\] ", line)]
+
+
+def test_lines_are_printed_prefixed_and_runtime_lines_counted(tmp_path, capsys, monkeypatch):
+    out = run_cli(tmp_path, capsys, monkeypatch)
+    for index in (0, 1):
+        assert [line for line in prefixed(out) if line.startswith(f"[worker {index}]")] == [
+            f"[worker {index}] worker {index} says hello", f"[worker {index}]  2/2 [=====] - loss: 0.45"]  # as a terminal shows it: 0.5 drawn over
+    assert "kwnb: 4 TensorFlow runtime lines not shown (--all shows them; the logs keep them)" in out
+    assert out.index("kwnb: 4 TensorFlow runtime lines not shown (--all shows them; the logs keep them)") < \
+        next(i for i, line in enumerate(out) if line.startswith("kwnb run 'chatty': finished"))
+
+
+def test_all_prints_the_runtime_lines_too(tmp_path, capsys, monkeypatch):
+    out = run_cli(tmp_path, capsys, monkeypatch, "--all")
+    assert len(prefixed(out)) == 8 and not any("not shown" in line for line in out)
+    assert "[worker 1] I0000 00:00:1795460621.508971  7334 port.cc:153] oneDNN custom operations are on." in out
+    assert "[worker 0] To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow" in out
+
+
+def test_each_log_is_read_by_one_reader(tmp_path, capsys, monkeypatch):
+    """The terminal is an output of each task's reader, not a second follower of the same files."""
+    followed = Counter()
+    made = follow.FileFollower.__init__
+
+    def counted(self, path):
+        followed[str(path)] += 1
+        made(self, path)
+
+    monkeypatch.setattr(follow.FileFollower, "__init__", counted)
+    out = run_cli(tmp_path, capsys, monkeypatch)
+    logs = {path: count for path, count in followed.items() if path.endswith(".log")}
+    assert len(logs) == 2 and set(logs.values()) == {1}, followed
+    assert len(prefixed(out)) == 4

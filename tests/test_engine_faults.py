@@ -50,11 +50,11 @@ class FinishFails(LocalLauncher):
 def test_a_supervisor_that_raises_still_ends_the_run_stops_the_tasks_and_says_why(tmp_path, monkeypatch):
     calls, real_findings = [], diagnose.findings
 
-    def findings(run, now):
+    def findings(view, now, facts):
         calls.append(now)
         if len(calls) == 3:
             raise RuntimeError("injected on the third call")
-        return real_findings(run, now)
+        return real_findings(view, now, facts)
 
     monkeypatch.setattr(diagnose, "findings", findings)
     ended = []

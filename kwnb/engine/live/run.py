@@ -32,7 +32,9 @@ from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
 from . import cluster as clusters
-from ..diagnoses import diagnose
+from ..diagnoses import diagnose, oom
+from ..diagnoses import stacks as stack_dumps
+from ..diagnoses.diagnosis import RunView
 from . import policy
 from ..tasks import roles
 from .log import LOG_NAME, for_run
@@ -45,6 +47,7 @@ from .control import TaskControl, log_separator
 from ..records.record import record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
 from ..tasks.task import Task
+from ..tasks.view import view_of
 
 DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
 
@@ -131,6 +134,7 @@ class Run(RunReading, Supervisor, TaskControl):
         self.diagnoses: list[diagnose.Diagnosis] = []  # what kwnb found wrong, in one sentence each
         self.diagnosis_history: list[diagnose.Diagnosis] = []  # every one ever made, withdrawn ones too
         self._diagnosed_at = 0.0
+        self._memory = oom.MemoryWatch()  # what the OOM killer's evidence is read against, noted per task
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._lock = threading.RLock()
@@ -258,9 +262,27 @@ class Run(RunReading, Supervisor, TaskControl):
         now = time.time()
         if final or now_please or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
             self._diagnosed_at = now
-            found = diagnose.findings(self, now)  # outside the state lock: it may ask tasks for their stacks
             with self._lock:
-                diagnose.merge(self, found, now, final=final)
+                view = self._diagnosis_view(now)
+            found = diagnose.findings(view, now, self._process_facts(view, now))
+            with self._lock:
+                self.diagnoses, new = diagnose.merge(self.diagnoses, found, now, final=final)
+                self.diagnosis_history.extend(new)
+
+    def _diagnosis_view(self, now: float) -> RunView:
+        """What a diagnosis pass reads, copied under the state lock."""
+        return RunView(tasks=tuple(view_of(task, now) for task in self.workers), name=self.name,
+                       script=self.script.name, user_files=self.user_files, stall_after=self.stall_after,
+                       diagnoses=tuple(d.copy() for d in self.diagnoses))
+
+    def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:
+        """What a pass needs from the processes, gathered outside the state lock: the OOM killer's evidence
+        and, when every live task is silent, their stacks (a signal each, and up to seconds of waiting)."""
+        for task in view.tasks:
+            self._memory.note(task)
+        stalled = diagnose.wants_stacks(view, now)
+        dumps = stack_dumps.capture([self.workers[p] for p in stalled]) if stalled else {}
+        return diagnose.ProcessFacts(stacks=dumps, oom=self._memory.killed(list(view.tasks)))
 
     def _end_sidecars(self) -> None:
         """Training is over: after their grace period, stop the sidecars (an evaluator) still running."""

@@ -20,6 +20,7 @@ from . import policy
 from ..tasks import roles, vitals
 from .log import LOG_NAME
 from ..tasks.status import Status
+from ..tasks.view import view_of
 
 POLL_SECONDS = 0.1
 
@@ -77,13 +78,13 @@ class Supervisor:
     def _policy_view(self) -> policy.View:
         """What the failure policy reads, copied under the state lock (engine/live/policy.py)."""
         with self._lock:
-            origin = diagnose.origin(self)
             now = time.time()
+            origin = diagnose.origin(self.diagnoses, [view_of(task, now) for task in self.workers])
             return policy.View(
                 now=now, started_at=self.started_at, timeout=self.timeout, stopping=self._stopping,
                 on_failure=self.on_failure, max_restarts=self.max_restarts, failure_grace=self.failure_grace,
                 restarts=self.restarts, port_retries=self.port_retries, failed_at=self._failed_at,
-                queued=vitals.queued_seconds(self.workers, now), chief_grace=self.chief_grace,
+                queued=vitals.queued_seconds([task.vitals for task in self.workers], now), chief_grace=self.chief_grace,
                 single_tasks=self.launcher.controls_single_tasks,
                 origin=origin.message if origin else None, tasks=tuple(map(_task_view, self.workers)))
 

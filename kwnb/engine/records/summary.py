@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..diagnoses.diagnosis import megabytes
 from ..tasks.status import Status
 
 if TYPE_CHECKING:
@@ -56,10 +57,6 @@ def format_summary(run: "RunSnapshot") -> str:
     lines.extend(f"note: {note}" for note in run.notes)
     lines.extend(f"not recorded: {what}" for what in run.missing)
     return "\n".join(lines)
-
-
-def megabytes(size: int) -> str:
-    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
 
 
 def rate_text(rate: float | None) -> str:

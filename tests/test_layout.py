@@ -208,3 +208,28 @@ def test_the_private_attribute_check_finds_a_use():
     source = "def peek(run, task):\n    with run._lock:\n        return task._process\n"
     found = private_uses("probe", source, private_names_of_run_and_task())
     assert found == ["probe line 2: run._lock", "probe line 3: task._process"], found
+
+
+def test_diagnoses_know_no_run():
+    """A diagnosis takes values (engine/diagnoses/__init__.py): no module of diagnoses/ imports live/ or records/,
+    not even for type hints, and neither tasks/ nor diagnoses/ imports a layer above it."""
+    def everything_imported(name: str) -> set[str]:
+        tree = ast.parse(MODULES[name].read_text())
+        package = name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(tree):  # type-only imports included
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                found.add(base)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        return found
+
+    above = {"kwnb.engine.diagnoses": ("kwnb.engine.live", "kwnb.engine.records"),
+             "kwnb.engine.tasks": ("kwnb.engine.diagnoses", "kwnb.engine.live", "kwnb.engine.records")}
+    offenders = [f"{name} imports {imported}" for name in MODULES for package, banned in above.items()
+                 if name.startswith(package + ".") for imported in everything_imported(name)
+                 if imported.startswith(banned)]
+    assert not offenders, offenders

@@ -377,14 +377,10 @@ class Run(RunReading, Supervisor, TaskControl):
 
     @property
     def status(self) -> Status:
-        if self._outcome is not None:
+        if self._outcome is not None:  # the run ended before its tasks could (a failed launch, a stop before start)
             return self._outcome
-        statuses = [task.status for task in self.workers]
-        if not self.done and not all(task.returncode is not None for task in self.workers):
-            if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
-                return Status.PENDING if Status.PENDING in statuses else Status.STARTING
-            return Status.RUNNING
-        return Status(roles.status(self.workers, self.timed_out))  # the training tasks decide (an evaluator does not)
+        ended = self.done or all(task.returncode is not None for task in self.workers)
+        return roles.status(self.workers, self.timed_out, ended)
 
     @property
     def elapsed(self) -> float:

@@ -79,14 +79,15 @@ class Supervisor:
         """What the failure policy reads, copied under the state lock (engine/live/policy.py)."""
         with self._lock:
             now = time.time()
-            origin = diagnose.origin(self.diagnoses, [view_of(task, now) for task in self.workers])
+            tasks = tuple(view_of(task, now) for task in self.workers)
+            origin = diagnose.origin(self.diagnoses, list(tasks))
             return policy.View(
                 now=now, started_at=self.started_at, timeout=self.timeout, stopping=self._stopping,
                 on_failure=self.on_failure, max_restarts=self.max_restarts, failure_grace=self.failure_grace,
                 restarts=self.restarts, port_retries=self.port_retries, failed_at=self._failed_at,
                 queued=vitals.queued_seconds([task.vitals for task in self.workers], now), chief_grace=self.chief_grace,
                 single_tasks=self.launcher.controls_single_tasks,
-                origin=origin.message if origin else None, tasks=tuple(map(_task_view, self.workers)))
+                origin=origin.message if origin else None, tasks=tasks)
 
     def _carry_out(self, decision: policy.Decision) -> None:
         """Do what the failure policy decided; called by the supervisor under the control lock."""
@@ -145,9 +146,3 @@ class Supervisor:
             self.log.error("%s failed", what, exc_info=error)
             self._say(note=f"{what} failed: {error}")
 
-
-def _task_view(task) -> policy.TaskView:
-    """What the failure policy reads of one task (called under the run's state lock)."""
-    return policy.TaskView(str(task.id), task.status, task.alive, task.returncode, task.address, task.bind_failed,
-                           task.signals.tf_config_set is not None, not roles.is_sidecar(task), task.task_type,
-                           task.ended_at, task.stop_requested)

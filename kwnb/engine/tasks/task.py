@@ -19,7 +19,7 @@ from ..readers import tf_messages as tf
 from ..readers.follow import FileFollower
 from ..readers.metrics import MetricsParser
 from ..readers.screen import TerminalScreen
-from .status import Status
+from .status import Status, task_status
 from .vitals import Vitals, last_step, phase_of
 
 PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
@@ -236,18 +236,16 @@ class Task:
         if seen.returncode is not None:
             self.signals.record(self._scanner.close(), now)
             self.returncode, self.ended_at = seen.returncode, time.time()
-            self.status = Status.STOPPED if self._stop_requested else \
-                Status.FINISHED if seen.returncode == 0 else Status.FAILED
+            self.status = task_status(self.status, seen.returncode, self._stop_requested, False, False)
             self._update_vitals(now)
             return True
         if seen.tf_config and not self.tf_config:
             self.tf_config, changed = seen.tf_config, True
         if seen.port_open and self.port_open_at is None:
             self.port_open_at = time.time()
-        if self.status in (Status.STARTING, Status.PENDING):
-            status = Status.RUNNING if (self.port_open_at or self.screen.total_lines) else \
-                Status.PENDING if seen.queued else Status.STARTING
-            changed, self.status = changed or status != self.status, status
+        status = task_status(self.status, None, self._stop_requested, bool(self.port_open_at or self.screen.total_lines),
+                             seen.queued)
+        changed, self.status = changed or status != self.status, status
         return self._update_vitals(now) or changed
 
     def _update_vitals(self, now: float) -> bool:

@@ -1,7 +1,7 @@
 """A run: one launch of a script on a cluster of tasks, watched from start to end.
 
-One supervisor thread per run (supervisor.py) polls the tasks, carries out the failure policy's
-decisions (policy.py) and, at the end, calls the run's `on_end` callbacks (the views write
+One supervisor thread per run (supervisor.py) polls the tasks, diagnoses them, carries out the failure
+policy's decisions (policy.py) and, at the end, calls the run's `on_end` callbacks (the views write
 summary.txt and curves.png there).
 Everything a dashboard or terminal shows is read from here, so the notebook, the terminal and the
 tests see the same run the same way.
@@ -9,9 +9,9 @@ tests see the same run the same way.
 Two locks, so that a view never waits for a process call:
 - `_lock`, the state lock, guards what views read (each task's screen, metrics, status, exit code;
   the run's reason, notes, diagnoses and counts). It is held only for in-memory updates; the reason
-  and notes are written by `_say` alone.
+  and notes are written by `say` alone.
 - `_control`, the control lock, serialises what changes processes (launch, poll, stop, kill,
-  restart, carrying out the failure policy's decisions) and guards `_stopping` and `_failed_at`.
+  restart, carrying out the failure policy's decisions) and guards `_stopping` and the supervisor's own state.
   It may be held across slow calls (squeue, a stop's grace period); views never take it.
 
 A launch is all or nothing: if one task cannot start, those started are stopped, the launcher is
@@ -32,9 +32,7 @@ from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
 from . import cluster as clusters
-from ..diagnoses import diagnose, oom
-from ..diagnoses import stacks as stack_dumps
-from ..diagnoses.diagnosis import RunView
+from ..diagnoses.diagnosis import Diagnosis
 from . import policy
 from ..tasks import roles
 from .log import LOG_NAME, for_run
@@ -42,17 +40,13 @@ from .inputs import check_script, find_python, task_env
 from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
 from ..tasks.status import Status
-from .supervisor import POLL_SECONDS, Supervisor
+from .supervisor import POLL_SECONDS, Supervisor, guarded
 from .control import TaskControl, log_separator
 from ..records.record import record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
 from ..tasks.task import Task
-from ..tasks.view import view_of
 
-DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
-
-
-class Run(RunReading, Supervisor, TaskControl):
+class Run(RunReading, TaskControl):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
     def __init__(
@@ -131,19 +125,17 @@ class Run(RunReading, Supervisor, TaskControl):
         self.reason = ""  # why the run ended early, in words
         self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
         self.timed_out = False
-        self.diagnoses: list[diagnose.Diagnosis] = []  # what kwnb found wrong, in one sentence each
-        self.diagnosis_history: list[diagnose.Diagnosis] = []  # every one ever made, withdrawn ones too
-        self._diagnosed_at = 0.0
-        self._memory = oom.MemoryWatch()  # what the OOM killer's evidence is read against, noted per task
+        self.diagnoses: list[Diagnosis] = []  # what kwnb found wrong, in one sentence each
+        self.diagnosis_history: list[Diagnosis] = []  # every one ever made, withdrawn ones too
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._lock = threading.RLock()
         self._control = threading.RLock()
         self._done = threading.Event()
         self._stopping = False
-        self._failed_at: float | None = None
         self._outcome: Status | None = None  # set when the run ended before its tasks could (a failed launch)
         self._thread: threading.Thread | None = None
+        self._supervisor = Supervisor(self)  # its thread starts with the run (engine/live/supervisor.py)
 
     def _keep_files(self, files: list) -> list[Path]:
         """What ran, even if the cells change later: the script and the job's helper modules, copied."""
@@ -198,9 +190,9 @@ class Run(RunReading, Supervisor, TaskControl):
             raise LaunchError(f"could not start run {self.name!r}: {type(error).__name__}: {error} "
                               f"(details in {self.dir / LOG_NAME})") from error
         for note in self.launcher.take_notes():  # now, so the magic prints them as the run starts
-            self._say(note=note)
+            self.say(note=note)
         self.log.info("started %d tasks with %s", len(self.workers), self.launcher.name)
-        self._thread = threading.Thread(target=self._supervise, name=f"kwnb-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._supervisor.supervise, name=f"kwnb-{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -209,11 +201,10 @@ class Run(RunReading, Supervisor, TaskControl):
         finished (which releases the warm pool) and the run ends, failed, with the error as its reason."""
         try:
             self.log.error("the launch failed; stopping what started", exc_info=error)
-            self._say(reason=f"could not start: {error}")
-            self._outcome = Status.FAILED
+            self.fail(f"could not start: {error}")
             with self._control:
-                self._guarded("stopping the tasks", self._stop_all)
-            self._guarded("finishing the launcher", self._finish_launcher)
+                guarded(self, "stopping the tasks", self.stop_all)
+            guarded(self, "finishing the launcher", self.finish_launcher)
         finally:
             self.ended_at = time.time()
             self._done.set()
@@ -244,11 +235,12 @@ class Run(RunReading, Supervisor, TaskControl):
         env.update(self.user_env)
         return env
 
-    def _refresh(self) -> bool:
+    # ----- the supervisor's side (RunSide in engine/live/supervisor.py) ------------------------
+    def refresh(self) -> bool:
         """Observe every task (slow, no state lock), then apply what was seen (quick, under it)."""
         seen = [task.observe() for task in self.workers]
         # TensorBoard scalars (engine/readers/tensorboard.py) are the chief's curves too; a last look at the end.
-        epochs, steps = self._tensorboard.poll_safely(lambda note: self._say(note=note),
+        epochs, steps = self._tensorboard.poll_safely(lambda note: self.say(note=note),
                                                       rescan=all(t.returncode is not None for t in self.workers))
         with self._lock:
             changed = any([task.apply(observation) for task, observation in zip(self.workers, seen)])
@@ -256,62 +248,33 @@ class Run(RunReading, Supervisor, TaskControl):
                 self.chief.metrics.feed_rows(epochs, steps, steps_per_epoch=self._tensorboard.steps_per_epoch)
             return changed or bool(epochs or steps)
 
-    def _diagnose(self, final: bool = False, now_please: bool = False) -> None:
-        # Once kwnb is ending the run, what held until then stays said (a stop must not erase "stalled").
-        final = final or self._stopping
-        now = time.time()
-        if final or now_please or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
-            self._diagnosed_at = now
-            with self._lock:
-                view = self._diagnosis_view(now)
-            found = diagnose.findings(view, now, self._process_facts(view, now))
-            with self._lock:
-                self.diagnoses, new = diagnose.merge(self.diagnoses, found, now, final=final)
-                self.diagnosis_history.extend(new)
-
-    def _diagnosis_view(self, now: float) -> RunView:
-        """What a diagnosis pass reads, copied under the state lock."""
-        return RunView(tasks=tuple(view_of(task, now) for task in self.workers), name=self.name,
-                       script=self.script.name, user_files=self.user_files, stall_after=self.stall_after,
-                       diagnoses=tuple(d.copy() for d in self.diagnoses))
-
-    def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:
-        """What a pass needs from the processes, gathered outside the state lock: the OOM killer's evidence
-        and, when every live task is silent, their stacks (a signal each, and up to seconds of waiting)."""
-        for task in view.tasks:
-            self._memory.note(task)
-        stalled = diagnose.wants_stacks(view, now)
-        dumps = stack_dumps.capture([self.workers[p] for p in stalled]) if stalled else {}
-        return diagnose.ProcessFacts(stacks=dumps, oom=self._memory.killed(list(view.tasks)))
-
-    def _end_sidecars(self) -> None:
+    def end_sidecars(self) -> None:
         """Training is over: after their grace period, stop the sidecars (an evaluator) still running."""
         due = self._sidecars.due()
         if due:
-            self._say(note=self._sidecars.stop(due, lambda task: task._stop(self.stop_grace)))
-            self._refresh()
+            self.say(note=self._sidecars.stop(due, lambda task: task._stop(self.stop_grace)))
+            self.refresh()
 
-    def _stop_all(self, count_as_stop: bool = True) -> None:
+    def stop_all(self, count_as_stop: bool = True) -> None:
         self._stopping = count_as_stop
-        self._stop_tasks(self.workers)
+        self.stop_tasks(self.workers)
 
-    def _stop_tasks(self, tasks: list[Task]) -> None:
+    def stop_tasks(self, tasks: list[Task]) -> None:
         """TERM, then KILL after stop_grace, to every task at once (TensorFlow catches TERM), then a look."""
-        stoppers = [threading.Thread(target=self._guarded, args=(f"stopping {task.id}", task._stop, self.stop_grace))
+        stoppers = [threading.Thread(target=guarded, args=(self, f"stopping {task.id}", task._stop, self.stop_grace))
                     for task in tasks]
         for thread in stoppers:
             thread.start()
         for thread in stoppers:
             thread.join()
-        self._refresh()
+        self.refresh()
 
-    def _relaunch_all(self, why: str) -> None:
+    def relaunch(self, why: str) -> None:
         for task in self.workers:
             log_separator(task, why)
-        self._failed_at = None
         self._launch_all()
 
-    def _say(self, note: str = "", reason: str = "", replace: bool = True) -> None:
+    def say(self, note: str = "", reason: str = "", replace: bool = True) -> None:
         """The one writer of the run's notes and reason (under the state lock); both go to kwnb.log too."""
         with self._lock:
             if note:
@@ -322,9 +285,36 @@ class Run(RunReading, Supervisor, TaskControl):
             if text:
                 self.log.info("%s: %s", "note" if text is note else "reason", text)
 
+    def fail(self, reason: str) -> None:
+        """The run failed for `reason`, whatever its tasks did (a launch or the supervisor that raised)."""
+        self.say(reason=reason)
+        self._outcome = Status.FAILED
+
+    def finish_launcher(self) -> None:
+        for note in self.launcher.finish():  # e.g. Slurm's scancel of a job that outlived its tasks
+            self.say(note=note)
+
+    def mark_ended(self) -> None:
+        """The supervisor's last step: nothing may wait for this run any longer."""
+        self.ended_at = self.ended_at or time.time()
+        self._done.set()
+
+    @property
+    def state_lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def control_lock(self) -> threading.RLock:
+        return self._control
+
+    @property
+    def stopping(self) -> bool:
+        """kwnb is ending the run: a stop, a timeout or the failure policy (not a relaunch)."""
+        return self._stopping
+
     def add_note(self, note: str) -> None:
         """Tell the user something about this run (its summary lists the notes), e.g. from an on_end callback."""
-        self._say(note=note)
+        self.say(note=note)
 
     # ----- control ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> list[int | None]:
@@ -336,12 +326,12 @@ class Run(RunReading, Supervisor, TaskControl):
         """End every task (TERM, then KILL after a grace period) and wait for the run to close."""
         with self._control:
             if self.started_at is None and not self.done:  # never started: nothing to end, but it is over
-                self._say(reason=reason)
+                self.say(reason=reason)
                 self._outcome, self.ended_at = Status.STOPPED, time.time()
                 self._done.set()
             elif not self.done and not self._stopping:
-                self._say(reason=reason)
-                self._stop_all()
+                self.say(reason=reason)
+                self.stop_all()
         return self.wait(timeout=self.stop_grace + 5)
 
     def wait_ready(self, timeout: float | None = None) -> bool:

@@ -33,13 +33,13 @@ from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
 from . import cluster as clusters
 from ..diagnoses.diagnosis import Diagnosis
-from . import policy
 from ..tasks import roles
 from .log import LOG_NAME, for_run
 from .inputs import check_script, find_python, task_env
 from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
 from ..tasks.status import Status
+from .settings import LaunchSettings
 from .supervisor import POLL_SECONDS, Supervisor, guarded
 from .control import TaskControl, log_separator
 from ..records.record import record_result
@@ -49,63 +49,34 @@ from ..tasks.task import Task
 class Run(RunReading, TaskControl):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
-    def __init__(
-        self,
-        script: str | os.PathLike,
-        n: int = 2,
-        name: str | None = None,
-        *,
-        ps: int = 0,
-        chief: bool = False,
-        evaluator: bool = False,
-        evaluator_grace: float = roles.EVALUATOR_GRACE_SECONDS,
-        chief_grace: float = roles.CHIEF_GRACE_SECONDS,
-        env: dict[str, str] | None = None,
-        python: str | None = None,
-        args: str | list[str] | None = None,
-        timeout: float | None = None,
-        on_failure: str = "stop",
-        max_restarts: int = 3,
-        failure_grace: float = 5.0,
-        stop_grace: float = 3.0,
-        gpus: bool = False,
-        cwd: str | os.PathLike | None = None,
-        runs_dir: str | os.PathLike | None = None,
-        keep_lines: int = 300,
-        launcher: Launcher | str = "local",
-        network: str | None = None,
-        warm: bool | None = None,
-        files: list[str | os.PathLike] | None = None,
-        on_end: list[Callable[["Run"], None]] | None = None,
-        stall_after: float = 60.0,
-        logdir: str | os.PathLike | None = None,
-    ):
-        self.cwd = Path(cwd or os.getcwd()).resolve()
+    def __init__(self, script: str | os.PathLike, n: int = 2, name: str | None = None, **options):
+        """`options`: LaunchSettings' fields (engine/live/settings.py), e.g. ps=1, timeout=600, on_failure="restart"."""
+        settings = self.settings = LaunchSettings.of("Run.__init__", n=n, name=name, **options)
+        self.cwd = Path(settings.cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
-        self.name = name or self.script.stem
-        self.task_ids = clusters.plan_tasks(n, ps=ps, chief=chief, evaluator=evaluator)
+        self.name = settings.name or self.script.stem
+        self.task_ids = clusters.plan_tasks(settings.n, ps=settings.ps, chief=settings.chief, evaluator=settings.evaluator)
         self.coordinator = clusters.coordinator_of(self.task_ids)  # a chief entry for the caller (roles.py)
         check_script(self.script)
-        self.python = find_python(python)
-        self.args, self.user_env = shlex.split(args) if isinstance(args, str) else list(args or []), dict(env or {})
-        self._keep_policy(timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace, stall_after)
-        self.logdir = (self.cwd / logdir).resolve() if logdir else None  # event files there too (tensorboard.py)
-        self.gpus = gpus
-        self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
+        self.python = find_python(settings.python)
+        args = settings.args
+        self.args = shlex.split(args) if isinstance(args, str) else list(args or [])
+        self.user_env = dict(settings.env or {})
+        self.stall_after = settings.stall_after  # seconds without progress before `stalled`; 0 turns it off
+        self.timeout, self.on_failure, self.max_restarts = settings.timeout, settings.on_failure, settings.max_restarts
+        self.failure_grace, self.stop_grace = settings.failure_grace, settings.stop_grace
+        self.chief_grace = settings.chief_grace  # grace: engine/tasks/roles.py
+        self.logdir = (self.cwd / settings.logdir).resolve() if settings.logdir else None  # event files (tensorboard.py)
+        self.gpus = settings.gpus
+        launcher = settings.launcher
+        self.launcher = make_launcher(launcher, network=settings.network, warm=settings.warm) \
+            if isinstance(launcher, str) else launcher
         self.launcher.check()
-        self._make_folder(runs_dir, files, keep_lines)
-        self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
+        self._make_folder(settings.runs_dir, settings.files, settings.keep_lines)
+        self._sidecars = roles.Sidecars(self.workers, settings.evaluator_grace)
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
-        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
+        self.on_end: list[Callable[[Run], None]] = [*(settings.on_end or []), record_result]
         self._init_progress()
-
-    def _keep_policy(self, timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace,
-                     stall_after) -> None:
-        """What the failure policy (engine/live/policy.py) and the supervisor read, checked first."""
-        policy.check_options(on_failure, timeout, stall_after)
-        self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
-        self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
-        self.stop_grace, self.chief_grace = stop_grace, chief_grace  # grace: engine/tasks/roles.py
 
     def _make_folder(self, runs_dir, files, keep_lines: int) -> None:
         """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json."""

@@ -113,7 +113,7 @@ def rows(supervisor_samples: list[dict], parse: dict, cfg) -> tuple[list[dict], 
 KERNEL_HOOK = r"""
 import functools as _functools
 from kwnb.notebook import dashboard as _kd
-from kwnb.engine.live import run as _kr
+from kwnb.engine.live import run as _kr, supervisor as _ksv
 from kwnb.engine.tasks import task as _kt
 from kwnb.engine.readers import metrics as _km, screen as _ks, follow as _kf
 from kwnb.backends import local as _kl
@@ -132,7 +132,8 @@ def _kprof_wrap(owner, name, label):
             cell[1] += 1
     setattr(owner, name, timed)
 for _owner, _name, _label in %r:
-    _kprof_wrap({"Dashboard": _kd.Dashboard, "Run": _kr.Run, "Task": _kt.Task, "LocalProcess": _kl.LocalProcess,
+    _kprof_wrap({"Dashboard": _kd.Dashboard, "Run": _kr.Run, "Supervisor": _ksv.Supervisor, "Task": _kt.Task,
+                 "LocalProcess": _kl.LocalProcess,
                  "MetricsParser": _km.MetricsParser, "TerminalScreen": _ks.TerminalScreen,
                  "FileFollower": _kf.FileFollower}[_owner], _name, _label)
 print("hooked")
@@ -144,16 +145,16 @@ for _owner, _name, _original in reversed(_kprof_saved):
 print(json.dumps(_kprof))
 """
 
-# (class, function, label); nested: Run._supervise contains Run._refresh, which contains the rest.
+# (class, function, label); nested: Supervisor.supervise contains Run.refresh, which contains the rest.
 KERNEL_FUNCTIONS = [
-    ("Run", "_supervise", "Run._supervise (whole supervisor thread, kwnb/engine/live/run.py)"),
-    ("Run", "_refresh", "  Run._refresh (kwnb/engine/live/run.py)"),
+    ("Supervisor", "supervise", "Supervisor.supervise (whole supervisor thread, kwnb/engine/live/supervisor.py)"),
+    ("Run", "refresh", "  Run.refresh (kwnb/engine/live/run.py)"),
     ("LocalProcess", "_remember_descendants", "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
     ("FileFollower", "read_new", "    FileFollower.read_new (kwnb/engine/readers/follow.py)"),
     ("TerminalScreen", "feed_text", "    TerminalScreen.feed_text (kwnb/engine/readers/screen.py)"),
     ("MetricsParser", "feed", "    MetricsParser.feed (kwnb/engine/readers/metrics.py)"),
     ("Task", "observe", "    Task.observe: log reads, poll, port probe (kwnb/engine/tasks/task.py)"),
-    ("Run", "_finish", "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/run.py)"),
+    ("Supervisor", "_finish", "  Supervisor._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/supervisor.py)"),
     ("Dashboard", "refresh", "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),
     ("Dashboard", "_refresh_curves", "  Dashboard._refresh_curves: matplotlib PNG (kwnb/notebook/dashboard.py)"),
 ]

@@ -170,7 +170,8 @@ def peer_lost(tasks: list[TaskView], now: float, oom_found: Mapping[int, OomEvid
                     continue  # a peer that finished normally is reported unhealthy too: harmless
                 if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
                     continue  # it may be exiting normally right now
-                how = "was killed by the kernel's OOM killer" if peer.returncode == -9 and oom_found.get(peer.position) else \
+                oom_killed = peer.returncode == -9 and oom_found.get(peer.position)
+                how = "was killed by the kernel's OOM killer" if oom_killed else \
                     _ended(peer) if peer.returncode is not None else \
                     "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
                     "still runs but stopped answering (overloaded, or its network is down)"

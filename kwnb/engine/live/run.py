@@ -55,7 +55,8 @@ class Run(RunReading, TaskControl):
         self.cwd = Path(settings.cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
         self.name = settings.name or self.script.stem
-        self.task_ids = clusters.plan_tasks(settings.n, ps=settings.ps, chief=settings.chief, evaluator=settings.evaluator)
+        self.task_ids = clusters.plan_tasks(settings.n, ps=settings.ps, chief=settings.chief,
+                                            evaluator=settings.evaluator)
         self.coordinator = clusters.coordinator_of(self.task_ids)  # a chief entry for the caller (roles.py)
         check_script(self.script)
         self.python = find_python(settings.python)
@@ -66,7 +67,8 @@ class Run(RunReading, TaskControl):
         self.timeout, self.on_failure, self.max_restarts = settings.timeout, settings.on_failure, settings.max_restarts
         self.failure_grace, self.stop_grace = settings.failure_grace, settings.stop_grace
         self.chief_grace = settings.chief_grace  # grace: engine/tasks/roles.py
-        self.logdir = (self.cwd / settings.logdir).resolve() if settings.logdir else None  # event files (tensorboard.py)
+        # where the tasks write event files, if not under cwd (engine/readers/tensorboard.py)
+        self.logdir = (self.cwd / settings.logdir).resolve() if settings.logdir else None
         self.gpus = settings.gpus
         launcher = settings.launcher
         self.launcher = make_launcher(launcher, network=settings.network, warm=settings.warm) \

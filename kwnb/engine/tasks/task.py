@@ -243,8 +243,8 @@ class Task:
             self.tf_config, changed = seen.tf_config, True
         if seen.port_open and self.port_open_at is None:
             self.port_open_at = time.time()
-        status = task_status(self.status, None, self._stop_requested, bool(self.port_open_at or self.screen.total_lines),
-                             seen.queued)
+        serving = bool(self.port_open_at or self.screen.total_lines)
+        status = task_status(self.status, None, self._stop_requested, serving, seen.queued)
         changed, self.status = changed or status != self.status, status
         return self._update_vitals(now) or changed
 

@@ -46,11 +46,12 @@ from ..records.record import record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
 from ..tasks.task import Task
 
+
 class Run(RunReading, TaskControl):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
     def __init__(self, script: str | os.PathLike, n: int = 2, name: str | None = None, **options):
-        """`options`: LaunchSettings' fields (engine/live/settings.py), e.g. ps=1, timeout=600, on_failure="restart"."""
+        """`options`: LaunchSettings' fields (engine/live/settings.py), e.g. ps=1, timeout=600."""
         settings = self.settings = LaunchSettings.of("Run.__init__", n=n, name=name, **options)
         self.cwd = Path(settings.cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()

@@ -32,6 +32,7 @@ from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
 from . import cluster as clusters
+from ..diagnoses import diagnose
 from ..diagnoses.diagnosis import Diagnosis
 from ..tasks import roles
 from .log import LOG_NAME, for_run
@@ -263,6 +264,12 @@ class Run(RunReading, TaskControl):
         """The run failed for `reason`, whatever its tasks did (a launch or the supervisor that raised)."""
         self.say(reason=reason)
         self._outcome = Status.FAILED
+
+    def apply_findings(self, found: list[Diagnosis], now: float, final: bool) -> None:
+        """What a diagnosis pass found, merged into the diagnoses under the state lock (diagnose.merge)."""
+        with self._lock:
+            self.diagnoses, new = diagnose.merge(self.diagnoses, found, now, final=final)
+            self.diagnosis_history.extend(new)
 
     def finish_launcher(self) -> None:
         for note in self.launcher.finish():  # e.g. Slurm's scancel of a job that outlived its tasks

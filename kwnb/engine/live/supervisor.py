@@ -50,14 +50,13 @@ class RunSide(Protocol):
     failure_grace: float
     chief_grace: float
     stall_after: float
-    # what the supervisor changes, under state_lock
     started_at: float | None
+    diagnoses: list[Diagnosis]  # read for the policy's origin; changed by apply_findings alone
+    # what the supervisor changes, under state_lock (ended_at: at the end, before the on_end callbacks)
     ended_at: float | None
     timed_out: bool
     restarts: int
     port_retries: int
-    diagnoses: list[Diagnosis]
-    diagnosis_history: list[Diagnosis]
 
     @property
     def state_lock(self) -> threading.RLock: ...  # what views read: held for in-memory updates only
@@ -73,6 +72,8 @@ class RunSide(Protocol):
     def say(self, note: str = "", reason: str = "", replace: bool = True) -> None: ...
 
     def fail(self, reason: str) -> None: ...  # the run failed for `reason`, whatever its tasks did
+
+    def apply_findings(self, found: list[Diagnosis], now: float, final: bool) -> None: ...  # diagnose.merge
 
     def stop_all(self, count_as_stop: bool = True) -> None: ...
 
@@ -154,10 +155,7 @@ class Supervisor:
         self._diagnosed_at = now
         with run.state_lock:
             view = self._diagnosis_view(now)
-        found = diagnose.findings(view, now, self._process_facts(view, now))
-        with run.state_lock:
-            run.diagnoses, new = diagnose.merge(run.diagnoses, found, now, final=final)
-            run.diagnosis_history.extend(new)
+        run.apply_findings(diagnose.findings(view, now, self._process_facts(view, now)), now, final)
 
     def _diagnosis_view(self, now: float) -> RunView:
         """What a diagnosis pass reads, copied under the state lock."""

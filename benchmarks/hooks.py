@@ -64,6 +64,7 @@ def patched(hook: Hook, value):
 
 
 DASHBOARD, RUN, TASK = "kwnb.notebook.dashboard", "kwnb.engine.live.run", "kwnb.engine.tasks.task"
+SUPERVISOR = "kwnb.engine.live.supervisor"
 SCREEN, WARM, LOCAL = "kwnb.engine.readers.screen", "kwnb.backends.warm", "kwnb.backends.local"
 
 # Patched or wrapped for a measurement.
@@ -74,9 +75,10 @@ DASHBOARD_REFRESH = Hook(DASHBOARD, "Dashboard.refresh", ("logpath", "profile"),
 DASHBOARD_LOGS = Hook(DASHBOARD, "Dashboard.logs", ("logpath",), "the log widgets whose HTML the latency wrapper reads")
 DASHBOARD_RUN = Hook(DASHBOARD, "Dashboard.run", ("logpath",), "the latency wrapper times only the run named 'latency'")
 DASHBOARD_CURVES = Hook(DASHBOARD, "Dashboard._refresh_curves", ("profile",), "wrapped: the curves' CPU")
-RUN_SUPERVISE = Hook(RUN, "Run._supervise", ("profile",), "wrapped: the supervisor thread's CPU")
-RUN_REFRESH = Hook(RUN, "Run._refresh", ("profile",), "wrapped: one supervisor poll's CPU")
-RUN_FINISH = Hook(RUN, "Run._finish", ("profile",), "wrapped: the run's end (on_end callbacks, pictures, summary)")
+RUN_SUPERVISE = Hook(SUPERVISOR, "Supervisor.supervise", ("profile",), "wrapped: the supervisor thread's CPU")
+RUN_REFRESH = Hook(RUN, "Run.refresh", ("profile",), "wrapped: one supervisor poll's CPU")
+RUN_FINISH = Hook(SUPERVISOR, "Supervisor._finish", ("profile",),
+                  "wrapped: the run's end (on_end callbacks, pictures, summary)")
 TASK_OBSERVE = Hook(TASK, "Task.observe", ("profile",), "wrapped: log reads, poll and port probe of one task")
 DESCENDANTS = Hook(LOCAL, "LocalProcess._remember_descendants", ("profile",), "wrapped: the descendant scan")
 FOLLOWER_READ = Hook("kwnb.engine.readers.follow", "FileFollower.read_new", ("profile",),

@@ -190,7 +190,7 @@ def rows(samples: dict, cfg) -> tuple[list[dict], list[str]]:
         findings.append(
             f"In {len(unread)} kwnb runs the dashboard never read the end of the worker's output (worst: "
             f"{worst['counted_lines']:,} of {worst['lines']:,} lines; the log file itself was complete). Task.observe "
-            "(kwnb/engine/tasks/task.py) reads at most follow.MAX_READ (4 MiB) once more after the process exits, and Run._supervise "
+            "(kwnb/engine/tasks/task.py) reads at most follow.MAX_READ (4 MiB) once more after the process exits, and the supervisor "
             "once more after that, so a worker that writes faster than the supervisor parses loses its last lines from "
             "the screen, the dashboard and the curves. kwnb reads to the end after exit since 9ecdd3d; if this "
             "shows again, that fix has regressed. The kernel CPU per 100k lines written is flattered "

@@ -11,21 +11,22 @@ import argparse
 from .backends import argument_dest, backend_arguments, backends, make_launcher
 from .engine.live.cluster import MAX_TASKS
 from .engine.live.policy import ON_FAILURE
-from .engine.tasks.roles import CHIEF_GRACE_SECONDS
+from .engine.live.settings import DEFAULTS  # kwnb.launch's defaults, declared once
 from .errors import OptionError
 
 LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
-    (("-n", "--workers"), dict(type=int, default=2, metavar="N",
-                                help=f"number of worker processes (1 to {MAX_TASKS}; default 2)")),
-    (("--ps",), dict(type=int, default=0, metavar="K", help="number of parameter-server tasks (default 0)")),
+    (("-n", "--workers"), dict(type=int, default=DEFAULTS.n, metavar="N",
+                                help=f"number of worker processes (1 to {MAX_TASKS}; default {DEFAULTS.n})")),
+    (("--ps",), dict(type=int, default=DEFAULTS.ps, metavar="K",
+                         help=f"number of parameter-server tasks (default {DEFAULTS.ps})")),
     (("--chief",), dict(action="store_true",
                         help="add a dedicated chief task (chief:0) besides the N workers; its exit decides the run's "
-                             f"status (tasks still running {CHIEF_GRACE_SECONDS:g} s after it finished are "
+                             f"status (tasks still running {DEFAULTS.chief_grace:g} s after it finished are "
                              "stopped) and its curves are the run's")),
     (("--evaluator",), dict(action="store_true",
                             help="add a sidecar evaluator task (evaluator:0), outside the cluster, that reads the "
-                                 "checkpoints the training writes (tf.keras.utils.SidecarEvaluator); stopped 30 s "
-                                 "after training ends unless it ends first")),
+                                 "checkpoints the training writes (tf.keras.utils.SidecarEvaluator); stopped "
+                                 f"{DEFAULTS.evaluator_grace:g} s after training ends unless it ends first")),
     (("--name",), dict(default=None, help="run name (default: the script's file name without .py)")),
     (("--timeout",), dict(type=float, default=None, metavar="SECONDS",
                           help="stop the whole run this long after its tasks started (time a scheduler keeps "
@@ -34,20 +35,21 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
                       help="extra environment variable for every task (repeatable)")),
     (("--python",), dict(default=None, metavar="EXE", help="Python interpreter for the tasks (default: this one)")),
     (("--args",), dict(default="", metavar='"..."', help="command-line arguments passed to the script")),
-    (("--on-failure",), dict(choices=ON_FAILURE, default="stop",
+    (("--on-failure",), dict(choices=ON_FAILURE, default=DEFAULTS.on_failure,
                              help="when a task fails: stop the others after a grace period (default), "
                                   "keep them running, or restart the cluster")),
-    (("--max-restarts",), dict(type=int, default=3, metavar="K", help="restarts allowed with --on-failure restart")),
-    (("--stall-after",), dict(type=float, default=60.0, metavar="SECONDS",
+    (("--max-restarts",), dict(type=int, default=DEFAULTS.max_restarts, metavar="K",
+                                help="restarts allowed with --on-failure restart")),
+    (("--stall-after",), dict(type=float, default=DEFAULTS.stall_after, metavar="SECONDS",
                               help="when no task has made progress for this long, say where each is blocked "
-                                   "(default 60; 0 turns it off)")),
+                                   f"(default {DEFAULTS.stall_after:g}; 0 turns it off)")),
     (("--logdir",), dict(default=None, metavar="DIR",
                          help="where the tasks write TensorBoard event files, if not under the working directory; "
                               "their scalars become curves")),
     (("--gpus",), dict(action="store_true",
                        help="give each task its own GPUs, or share them with memory growth if there are fewer "
                             "GPUs than tasks (docs/gpus.md); default: none (CUDA_VISIBLE_DEVICES=-1)")),
-    (("--backend",), dict(choices=tuple(backends()), default="local",
+    (("--backend",), dict(choices=tuple(backends()), default=DEFAULTS.launcher,
                           help="where tasks run: processes here (default) or one Slurm job (sbatch)")),
     *backend_arguments(),
 ]

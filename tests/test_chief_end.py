@@ -12,12 +12,15 @@ from test_roles import launch_roles
 from kwnb.engine.live import policy
 from kwnb.engine.live.log import LOG_NAME
 from kwnb.engine.tasks.status import Status
+from kwnb.engine.tasks.view import TaskView
+from kwnb.task.tf_config import TaskId
 
 
-def task(name, status=Status.RUNNING, code=None, ended_at=None, role=None, training=True, stop_requested=False):
-    alive = status == Status.RUNNING
-    return policy.TaskView(name, status, alive, code, "localhost:1", False, False, training,
-                           role or name.split()[0], ended_at, stop_requested)
+def task(name, status=Status.RUNNING, code=None, ended_at=None, stop_requested=False):
+    """A task as the policy reads it (engine/tasks/view.py); its role is its type ("evaluator 0": a sidecar)."""
+    return TaskView(0, TaskId.parse(name), name.startswith("chief"), status, status, returncode=code,
+                    address="localhost:1", alive=status == Status.RUNNING, ended_at=ended_at,
+                    stop_requested=stop_requested)
 
 
 CHIEF = task("chief 0", Status.FINISHED, 0, ended_at=100.0)
@@ -40,7 +43,7 @@ def test_tasks_outliving_a_finished_chief_are_stopped_after_the_grace_period():
     assert late.note == ("the chief finished; stopped worker 0 that was still running 10.5 s later "
                          "(the chief's exit decides a chief job)")
     # ps tasks too, never a sidecar evaluator: it keeps its own grace period, from training's end (roles.py)
-    evaluator = task("evaluator 0", training=False)
+    evaluator = task("evaluator 0")
     both = policy.decide(view(CHIEF, running, task("ps 0"), evaluator, now=111.0))
     assert both.stop == ("worker 0", "ps 0") and "stopped worker 0 and ps 0 that were still running 11 s" in both.note
     assert policy.decide(view(CHIEF, evaluator, now=200.0)).action == policy.KEEP

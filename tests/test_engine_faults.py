@@ -23,6 +23,9 @@ from kwnb.engine.live import policy
 from kwnb.engine.live.log import LOG_NAME
 from kwnb.engine.live.run import Run
 from kwnb.engine.tasks.status import Status
+from kwnb.engine.tasks.task import Signals
+from kwnb.engine.tasks.view import TaskView
+from kwnb.task.tf_config import TaskId
 from kwnb.errors import LaunchError, NotPossible
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -50,11 +53,11 @@ class FinishFails(LocalLauncher):
 def test_a_supervisor_that_raises_still_ends_the_run_stops_the_tasks_and_says_why(tmp_path, monkeypatch):
     calls, real_findings = [], diagnose.findings
 
-    def findings(run, now):
+    def findings(view, now, facts):
         calls.append(now)
         if len(calls) == 3:
             raise RuntimeError("injected on the third call")
-        return real_findings(run, now)
+        return real_findings(view, now, facts)
 
     monkeypatch.setattr(diagnose, "findings", findings)
     ended = []
@@ -157,9 +160,17 @@ def test_the_users_restarts_neither_use_up_max_restarts_nor_are_overwritten_by_a
 
 # ----- the failure policy alone: a pure function of a view ------------------------------------------
 
+def task_view(position, status, code, address, bind_failed=False, own_tf_config=False) -> TaskView:
+    """Worker `position` as the policy reads it; `bind_failed`, `own_tf_config`: what its log showed."""
+    signals = Signals(bind_failure=(1.0, "bind failed") if bind_failed else None,
+                      tf_config_set={"tf_config": "{}"} if own_tf_config else None)
+    return TaskView(position, TaskId("worker", position), position == 0, status, status, returncode=code,
+                    address=address, alive=status == Status.RUNNING, signals=signals)
+
+
 def view(**changes) -> policy.View:
-    task = policy.TaskView("worker 0", Status.RUNNING, True, None, "localhost:1", False, False)
-    failed = policy.TaskView("worker 1", Status.FAILED, False, 3, "localhost:2", False, False)
+    task = task_view(0, Status.RUNNING, None, "localhost:1")
+    failed = task_view(1, Status.FAILED, 3, "localhost:2")
     base = dict(now=100.0, started_at=90.0, timeout=None, stopping=False, on_failure="stop", max_restarts=3,
                 failure_grace=5.0, restarts=0, port_retries=0, queued=0.0, failed_at=None, origin=None,
                 tasks=(task, failed))
@@ -167,7 +178,7 @@ def view(**changes) -> policy.View:
 
 
 def test_timeout_does_not_count_time_in_a_schedulers_queue():
-    running = (policy.TaskView("worker 0", Status.RUNNING, True, None, "localhost:1", False, False),)
+    running = (task_view(0, Status.RUNNING, None, "localhost:1"),)
     assert policy.decide(view(timeout=5, now=100.0, started_at=90.0, queued=8.0, tasks=running)).action == policy.KEEP
     late = policy.decide(view(timeout=5, now=100.0, started_at=90.0, queued=4.0, tasks=running))
     assert late.action == policy.STOP and late.timed_out
@@ -184,10 +195,10 @@ def test_policy_decides_from_a_view_alone():
     assert policy.decide(view(on_failure="restart")).action == policy.RESTART
     assert policy.decide(view(on_failure="restart", restarts=3)).action == policy.KEEP
     assert policy.decide(view(now=200.0, timeout=50.0)).timed_out
-    clashed = policy.TaskView("worker 1", Status.FAILED, False, 1, "localhost:2", True, False)
+    clashed = task_view(1, Status.FAILED, 1, "localhost:2", bind_failed=True)
     relaunch = policy.decide(view(tasks=(view().tasks[0], clashed)))
     assert relaunch.action == policy.RELAUNCH and "new ports, try 2" in relaunch.why
-    own = policy.TaskView("worker 1", Status.FAILED, False, 1, "localhost:2", True, True)
+    own = task_view(1, Status.FAILED, 1, "localhost:2", bind_failed=True, own_tf_config=True)
     assert policy.decide(view(tasks=(view().tasks[0], own))).action != policy.RELAUNCH
 
 

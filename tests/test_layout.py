@@ -162,7 +162,7 @@ def test_load_ext_imports_neither_matplotlib_nor_ipywidgets():
 
 
 # The modules that are Run and Task: only they touch their private attributes.
-OWNERS = ("kwnb.engine.live.run", "kwnb.engine.live.supervisor", "kwnb.engine.live.control", "kwnb.engine.records.reading", "kwnb.engine.tasks.task")
+OWNERS = ("kwnb.engine.live.run", "kwnb.engine.live.control", "kwnb.engine.records.reading", "kwnb.engine.tasks.task")
 
 
 def private_names_of_run_and_task() -> set[str]:
@@ -198,7 +198,7 @@ def test_only_run_and_task_touch_their_private_attributes():
     """A policy, a diagnosis, a view talks to a run through its public interface (GUIDE: "How the code
     should feel"); every module but Run's and Task's own is checked, the engine's others too."""
     private = private_names_of_run_and_task()
-    assert {"_lock", "_control", "_stop_all", "_process", "_folder"} <= private  # the check sees them
+    assert {"_lock", "_control", "_launch_all", "_process", "_folder"} <= private  # the check sees them
     offenders = [use for name, path in MODULES.items() if name not in OWNERS
                  for use in private_uses(name, path.read_text(), private)]
     assert not offenders, offenders
@@ -208,3 +208,28 @@ def test_the_private_attribute_check_finds_a_use():
     source = "def peek(run, task):\n    with run._lock:\n        return task._process\n"
     found = private_uses("probe", source, private_names_of_run_and_task())
     assert found == ["probe line 2: run._lock", "probe line 3: task._process"], found
+
+
+def test_diagnoses_know_no_run():
+    """A diagnosis takes values (engine/diagnoses/__init__.py): no module of diagnoses/ imports live/ or records/,
+    not even for type hints, and neither tasks/ nor diagnoses/ imports a layer above it."""
+    def everything_imported(name: str) -> set[str]:
+        tree = ast.parse(MODULES[name].read_text())
+        package = name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(tree):  # type-only imports included
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                found.add(base)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        return found
+
+    above = {"kwnb.engine.diagnoses": ("kwnb.engine.live", "kwnb.engine.records"),
+             "kwnb.engine.tasks": ("kwnb.engine.diagnoses", "kwnb.engine.live", "kwnb.engine.records")}
+    offenders = [f"{name} imports {imported}" for name in MODULES for package, banned in above.items()
+                 if name.startswith(package + ".") for imported in everything_imported(name)
+                 if imported.startswith(banned)]
+    assert not offenders, offenders

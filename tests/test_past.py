@@ -341,7 +341,8 @@ def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path,
 
     monkeypatch.setattr(views, "overview_html", overview_html)
     try:
-        assert wait_for(lambda: "worker 1 started" in "\n".join(run.snapshot().tasks[1].tail))
+        # Both tasks' first lines read before the poll sticks: worker 0 may start after worker 1 (a warm one first).
+        assert wait_for(lambda: all(f"worker {i} started" in "\n".join(run.snapshot().tasks[i].tail) for i in (0, 1)))
         process.poll = slow_poll
         assert stuck.wait(30), "the supervisor never polled"
         dashboard = views.Dashboard(run)

@@ -20,6 +20,7 @@ import pytest
 import kwnb
 from kwnb import cli
 from kwnb.engine.tasks import roles
+from kwnb.engine.tasks.status import Status, task_status
 from kwnb.engine.live.cluster import MAX_TASKS, plan_tasks, tf_configs
 from kwnb.engine.readers.evaluation import EvaluationParser
 from kwnb.engine.records.summary import overview_lines
@@ -169,6 +170,21 @@ def test_status_rules_without_processes():
     assert roles.status([task("worker", "finished"), task("worker", "failed")], timed_out=False) == "failed"
     assert roles.status([task("worker", "finished"), task("evaluator", "failed")], timed_out=False) == "finished"
     assert roles.status([task("worker", "stopped"), task("evaluator", "finished")], timed_out=False) == "stopped"
+    # while the run goes (one place decides both): starting or pending until a task runs, then running
+    going = roles.status([task("worker", "starting"), task("worker", "pending")], timed_out=False, ended=False)
+    assert going is Status.PENDING
+    assert roles.status([task("worker", "starting")] * 2, timed_out=False, ended=False) is Status.STARTING
+    assert roles.status([task("worker", "running"), task("worker", "finished")], False, ended=False) is Status.RUNNING
+    assert roles.status([task("worker", "failed")], timed_out=False) is Status.FAILED  # a Status, not a plain word
+
+
+def test_a_tasks_status_rule():
+    assert task_status(Status.STARTING, None, False, serving=False, queued=True) is Status.PENDING
+    assert task_status(Status.PENDING, None, False, serving=True, queued=False) is Status.RUNNING
+    assert task_status(Status.RUNNING, None, False, serving=False, queued=True) is Status.RUNNING  # never back
+    assert task_status(Status.RUNNING, 0, False, False, False) is Status.FINISHED
+    assert task_status(Status.RUNNING, -15, True, False, False) is Status.STOPPED  # kwnb stopped it
+    assert task_status(Status.RUNNING, 1, False, False, False) is Status.FAILED
 
 
 # ----- the coordinator ------------------------------------------------------------------------------

@@ -173,19 +173,21 @@ def test_a_task_the_oom_killer_ends_is_out_of_memory_not_killed(tmp_path):
 
 def test_a_kill_from_outside_stays_killed_when_the_oom_counters_did_not_move(tmp_path):
     """The cheap half of telling them apart, without TensorFlow: a plain SIGKILL gives no OOM evidence."""
-    from kwnb.engine.diagnoses import oom
+    import dataclasses
 
-    class Task:  # what oom reads of engine/tasks/task.py's Task
-        alive, phase = True, "training"
+    from kwnb.engine.diagnoses import oom
+    from kwnb.engine.tasks.view import TaskView
+    from kwnb.task.tf_config import TaskId
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    task = Task()
-    task.pid = child.pid
+    task = TaskView(0, TaskId("worker", 0), True, "running", "training", pid=child.pid, alive=True)
+    watch = oom.MemoryWatch()
     try:
-        oom.note(task)
+        watch.note(task)
         child.kill()
         child.wait()
-        assert oom.evidence(task) is None
+        dead = dataclasses.replace(task, alive=False, returncode=-9, status="failed", phase="failed")
+        assert watch.evidence(dead) is None and watch.killed([dead]) == {}
     finally:
         child.kill()
 
@@ -225,19 +227,26 @@ def replay(tmp_path, *tasks):
     return made
 
 
+def views(*tasks):
+    """The tasks as the diagnoses read them (engine/tasks/view.py)."""
+    from kwnb.engine.tasks.view import view_of
+
+    return [view_of(task, 30.0) for task in tasks]
+
+
 def test_the_rules_on_captured_logs(tmp_path):
     from kwnb.engine.diagnoses import training_faults as training
 
     # The capture: worker 1 ran 25 steps and exited 0 at 6.0 s; the chief failed at 6.8 s ("Socket closed").
     chief, early = replay(tmp_path, ("uneven-steps-worker-0.log", 1, 6.8), ("uneven-steps-worker-1.log", 0, 6.0))
-    (uneven,) = training.uneven_steps([chief, early], [], 30.0)
+    (uneven,) = training.uneven_steps(views(chief, early), [], 30.0)
     assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
     assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
     assert "in a collective at loop.py line " in uneven.message and "in a custom loop, the same number of iterations" in uneven.message
     # Both fits ended (2/2 epochs, 5/5 steps), then the chief alone called model.save: not steps, a code path after
     # training; told on the task that left, pointing at the line where the chief waited.
     chief, early = replay(tmp_path, ("chief-only-save-worker-0.log", 1, 22.0), ("chief-only-save-worker-1.log", 0, 11.4))
-    (after,) = training.uneven_steps([chief, early], [], 30.0)
+    (after,) = training.uneven_steps(views(chief, early), [], 30.0)
     assert after.task == 1 and after.message.startswith("worker 1 finished training and exited normally at epoch 2/2, "
                                                         "step 5/5; worker 0 had finished training too, then ran a "
                                                         "collective worker 1 never ran (data_fit.py line 29, in "
@@ -247,20 +256,20 @@ def test_the_rules_on_captured_logs(tmp_path):
     # The issue's shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
     # peer's exit 0 (the words of peer-stopped's survivor, with worker 1 as having exited normally first).
     chief, early = replay(tmp_path, ("peer-stopped-worker-0.log", 1, 20.0), ("clean-worker-1.log", 0, 1.0))
-    assert [d.task for d in training.uneven_steps([chief, early], [], 30.0)] == [1]
+    assert [d.task for d in training.uneven_steps(views(chief, early), [], 30.0)] == [1]
     # A chief that outlives its peer by 15 s hears "unhealthy" too, and exits 0: nothing to say.
     chief, early = replay(tmp_path, ("clean-chief-last-worker-0.log", 0, 20.0), ("clean-chief-last-worker-1.log", 0, 5.0))
-    assert training.uneven_steps([chief, early], [], 30.0) == []
+    assert training.uneven_steps(views(chief, early), [], 30.0) == []
     # Both tasks raised at different lines: different code paths, told on the chief.
     chief, other = replay(tmp_path, ("shape-mismatch-worker-0.log", 1, 5.6), ("shape-mismatch-worker-1.log", 1, 6.5))
-    (paths,) = training.uneven_steps([chief, other], [], 30.0)
+    (paths,) = training.uneven_steps(views(chief, other), [], 30.0)
     assert paths.task == 0 and "loop.py line" in paths.message and "in chief_only_summary" in paths.message
-    assert training.input_exhausted([chief, other], []) is None and training.nan_loss([chief, other], []) is None
+    assert training.input_exhausted(views(chief, other), []) is None and training.nan_loss(views(chief, other), []) is None
     # Both failed in fit, at the same line, having planned the same steps: not a step count but a collective inside
     # fit that the chief alone ran (its ModelCheckpoint, at its first epoch's end)
     chief, other = replay(tmp_path, ("chief-only-checkpoint-worker-0.log", 1, 8.0),
                           ("chief-only-checkpoint-worker-1.log", 1, 6.5))
-    (callback,) = training.uneven_steps([chief, other], [], 30.0)
+    (callback,) = training.uneven_steps(views(chief, other), [], 30.0)
     assert callback.task == 0 and callback.message.startswith("the tasks planned the same steps (an epoch is 5 steps on "
                                                               "every task) but ran different collectives inside "
                                                               "model.fit (worker 0 at epoch 1/3, step 5/5; worker 1 at "
@@ -268,11 +277,11 @@ def test_the_rules_on_captured_logs(tmp_path):
     assert "ModelCheckpoint" in callback.message and "different numbers of steps" not in callback.message
     # NaN in the progress bars: the chief's first, at the first step kwnb read it.
     chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
-    nan = training.nan_loss([chief, other], [])
+    nan = training.nan_loss(views(chief, other), [])
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN at epoch 1, step "), nan.message
     # A custom loop that prints the loss tensor itself: no curve kwnb reads, the line is quoted instead
     chief, other = replay(tmp_path, ("nan-loss-loop-worker-0.log", 0, 11.3), ("nan-loss-loop-worker-1.log", 0, 11.3))
-    nan = training.nan_loss([chief, other], [])
+    nan = training.nan_loss(views(chief, other), [])
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN (the first line that says "
                                                     'so: "step 1 loss tf.Tensor(nan, shape=(), dtype=float32)"): '
                                                     "training has diverged"), nan.message
@@ -281,34 +290,35 @@ def test_the_rules_on_captured_logs(tmp_path):
 def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     """Where TensorFlow's heartbeat does not end it, a task left waiting in a collective for a peer that exited 0
     is a hang: the stall is told as uneven_steps, on the task that finished."""
-    from types import SimpleNamespace
-
     from kwnb.engine.diagnoses.diagnose import stalled
+    from kwnb.engine.diagnoses.diagnosis import RunView
 
     chief, early = replay(tmp_path, ("clean-worker-0.log", None, None), ("clean-worker-1.log", 0, 5.0))
     in_collective = ('Current thread 0x00007f00 (most recent call first):\n'
                      '  File "/venv/site-packages/tensorflow/python/eager/execute.py", line 53 in quick_execute\n'
                      '  File "/job/main.py", line 30 in <module>\n'
                      '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
-    run = SimpleNamespace(workers=[chief, early], user_files=("/job/main.py",), stall_after=60.0, name="main")
+
+    def run():
+        return RunView(tasks=tuple(views(chief, early)), name="main", script="main.py", user_files=("/job/main.py",))
     # Both logs show every step of their fit (2/2 epochs, 5/5 steps): the chief waits in a collective after it
-    diagnosis = stalled(run, 100.0, {0: in_collective})
+    diagnosis = stalled(run(), 100.0, {0: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 1), diagnosis.message
     assert diagnosis.message.startswith("worker 1 finished training and exited normally; the others had finished "
                                         "training too and wait for it in a collective it never ran (worker 0 in main.py "
                                         "line 30, in <module>)"), diagnosis.message
     assert "different code paths after training" in diagnosis.message
     chief.metrics.total_epochs = 4  # had the chief planned more epochs, it would still be training: the step count
-    diagnosis = stalled(run, 100.0, {0: in_collective})
+    diagnosis = stalled(run(), 100.0, {0: in_collective})
     assert diagnosis.message.startswith("worker 1 finished its training loop and exited normally while the others "
                                         "still wait for it in a collective (worker 0 in main.py line 30, in <module>)")
     early.returncode = None  # both alive, both in TensorFlow: a stall with no culprit, for the run as a whole
-    diagnosis = stalled(run, 100.0, {0: in_collective, 1: in_collective})
+    diagnosis = stalled(run(), 100.0, {0: in_collective, 1: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("stalled", None)
     # Both alive, both in TensorFlow, at different lines of main.py: a chief-only collective that hangs (where it
     # does not fail with a shape mismatch): different code paths, told on the chief
     chief_only = in_collective.replace("line 30 in <module>", "line 56 in chief_only_summary")
-    diagnosis = stalled(run, 100.0, {0: chief_only, 1: in_collective})
+    diagnosis = stalled(run(), 100.0, {0: chief_only, 1: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 0), diagnosis.message
     assert diagnosis.message.startswith("the tasks wait in different collectives (worker 0 in main.py line 56, in "
                                         "chief_only_summary; worker 1 in main.py line 30, in <module>); no task has "

@@ -1,28 +1,28 @@
 """Diagnoses: what a run's tasks are doing wrong, in one sentence each, from their logs and processes.
 
-`findings(run, now)` looks at every task's signals (engine/tasks/task.py: what TensorFlow said, its exit,
-its memory) and returns what holds now; `merge(run, found, now)` merges that into `run.diagnoses`, keeping
-when each was first seen. Two kinds describe a moment and are withdrawn when it passes
-(`waiting_for_peers`, `stalled`, `port_taken`); the others describe an event and stay. A run whose
-tasks all exit 0 ends with none: a peer that finished normally is never "lost".
+A pass is a pure function of values: `findings(view, now, facts)` reads a RunView (diagnosis.py: every
+task's signals, engine/tasks/task.py, copied under the run's state lock) and the process facts the
+supervisor gathered (ProcessFacts: the stacks of stalled tasks, the OOM killer's evidence) and returns
+what holds now; `merge(current, found, now)` is how the run applies it to its diagnoses, keeping when
+each was first seen. Two kinds describe a moment and are withdrawn when it passes (`waiting_for_peers`,
+`stalled`, `port_taken`); the others describe an event and stay. A run whose tasks all exit 0 ends with
+none: a peer that finished normally is never "lost".
 """
 from __future__ import annotations
 
 import functools
 import signal
 import socket
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Mapping
 
-from . import oom
 from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
+from ..tasks.view import TaskView
 from . import training_faults as training
-from .diagnosis import Diagnosis, ended as _ended, signal_name
+from .diagnosis import Diagnosis, RunView, ended as _ended, signal_name
+from .oom import OomEvidence
 from ...machine.sizes import format_size
-
-if TYPE_CHECKING:
-    from ..live.run import Run
-    from ..tasks.task import Task
 
 WAIT_SECONDS = 10.0  # TensorFlow's own heartbeat timeout; a join that takes longer is worth a word
 PEER_GRACE_SECONDS = 3.0  # a peer reported gone while its process still runs: wait this long for its exit
@@ -40,17 +40,27 @@ STARTING_CPU_PERCENT = 2.0
 MEMORY_HINT_SHARE = 0.5  # peak memory above this share of the machine's makes the OOM killer a suspect
 
 
-def merge(run: "Run", found: list[Diagnosis], now: float, final: bool = False) -> list[Diagnosis]:
-    """Merge what holds now into run.diagnoses (under the run's state lock); returns the new ones.
+@dataclass(frozen=True)
+class ProcessFacts:
+    """What the supervisor gathered from the tasks' processes for one pass, by task position."""
+
+    stacks: Mapping[int, str] = field(default_factory=dict)  # every live task's stacks, when a stall is suspected
+    oom: Mapping[int, OomEvidence] = field(default_factory=dict)  # tasks SIGKILLed by the OOM killer
+
+
+def merge(current: list[Diagnosis], found: list[Diagnosis], now: float,
+          final: bool = False) -> tuple[list[Diagnosis], list[Diagnosis]]:
+    """What the run's diagnoses become with what holds now (run under its state lock): (kept, new). A standing
+    one keeps its `since` and takes the new words in place.
 
     On the final pass (every task has ended) a moment that lasted until the end stays: a run
     stopped while stalled keeps saying where it was stuck."""
     found = {(d.kind, d.task): d for d in found}
     kept, new = [], []
-    for old in run.diagnoses:
-        current = found.pop((old.kind, old.task), None)
-        if current is not None:
-            old.message, old.evidence = current.message, current.evidence
+    for old in current:
+        now_found = found.pop((old.kind, old.task), None)
+        if now_found is not None:
+            old.message, old.evidence = now_found.message, now_found.evidence
             kept.append(old)
         elif old.kind not in TRANSIENT or final:
             kept.append(old)
@@ -58,56 +68,66 @@ def merge(run: "Run", found: list[Diagnosis], now: float, final: bool = False) -
         diagnosis.since = now
         kept.append(diagnosis)
         new.append(diagnosis)
-    run.diagnoses = kept
-    run.diagnosis_history.extend(new)
-    return new
+    return kept, new
 
 
-def findings(run: "Run", now: float) -> list[Diagnosis]:
-    """What holds now. Called by the supervisor, the only writer of task state, so it needs no lock;
-    it may take a few seconds when it asks stalled tasks for their stacks."""
-    tasks, current = run.workers, run.diagnoses
+def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) -> list[Diagnosis]:
+    """What holds now: a function of its inputs only (it reads no file and signals no process)."""
+    tasks, current = list(view.tasks), list(view.diagnoses)
     members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
-    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now), *training.uneven_steps(members, current, now)]
+    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now, facts.oom),
+             *training.uneven_steps(members, current, now)]
     found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
     for task in tasks:
-        oom.note(task)
-        found += [d for d in (killed(task), error(task, run.script.name), keras3(task), tf_config_overridden(task),
-                              port_taken(task)) if d]
-    stall = _stall(run, now, waiting=any(d.kind == "waiting_for_peers" for d in found))
+        found += [d for d in (killed(task, facts.oom.get(task.position)), error(task, view.script), keras3(task),
+                              tf_config_overridden(task), port_taken(task)) if d]
+    stall = _stall(view, now, facts.stacks) if _stall_suspected(view, now, found) else None
     return found + [stall] * bool(stall)
 
 
-def _stall(run: "Run", now: float, waiting: bool) -> Diagnosis | None:
-    live = [task for task in run.workers if task.alive]
-    if not run.stall_after or not live or waiting or any(_progressing(t, now, run.stall_after) for t in live):
-        return None
-    current = next((d for d in run.diagnoses if d.kind in ("stalled", "uneven_steps")), None)
-    return current or stalled(run, now, stack_dumps.capture(live))
+def wants_stacks(view: RunView, now: float) -> list[int]:
+    """The positions of the live tasks whose stacks the next pass needs: every live task is silent (a stall is
+    suspected) and no stall has been told yet. The supervisor captures them (stacks.capture: seconds)."""
+    if not _stall_suspected(view, now, waiting_for_peers([t for t in view.tasks if t.task_type != "evaluator"], now)):
+        return []
+    if any(d.kind in ("stalled", "uneven_steps") for d in view.diagnoses):
+        return []
+    return [task.position for task in view.tasks if task.alive]
 
 
-def _progressing(task: "Task", now: float, window: float) -> bool:
+def _stall_suspected(view: RunView, now: float, found: list[Diagnosis]) -> bool:
+    live = [task for task in view.tasks if task.alive]
+    waiting = any(d.kind == "waiting_for_peers" for d in found)
+    return bool(view.stall_after and live and not waiting
+                and not any(_progressing(t, now, view.stall_after) for t in live))
+
+
+def _stall(view: RunView, now: float, dumps: Mapping[int, str]) -> Diagnosis:
+    current = next((d for d in view.diagnoses if d.kind in ("stalled", "uneven_steps")), None)
+    return current or stalled(view, now, dict(dumps))
+
+
+def _progressing(task: TaskView, now: float, window: float) -> bool:
     """New output within the window, or still starting (importing TensorFlow, loading data): under load an
     import can take longer than the window with nothing printed, and a one-second CPU sample can read 0."""
     if now - task.signals.progress_at < window:
         return True
     if task.phase not in ("pending", "starting"):
         return False
-    cpu = task.vitals.cpu_percent
+    cpu = task.cpu_percent
     launched = task.started_at or now
     return now - launched < max(STARTING_SECONDS, window) or cpu is None or cpu >= STARTING_CPU_PERCENT
 
 
-def origin(run: "Run") -> Diagnosis | None:
+def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | None:
     """The task where a failure started (the one that raised or was killed), for the run's reason."""
     # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py).
-    causes = [d for d in run.diagnoses if d.kind in ORIGINS and d.task is not None
-              and run.workers[d.task].task_type != "evaluator"]
+    causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training]
     return min(causes, key=lambda d: d.since) if causes else None
 
 
 # ----- one function per kind -------------------------------------------------------------------------
-def waiting_for_peers(tasks: list["Task"], now: float) -> list[Diagnosis]:
+def waiting_for_peers(tasks: list[TaskView], now: float) -> list[Diagnosis]:
     waiting = [(task, since) for task in tasks if task.alive and (since := _waiting_since(task)) is not None]
     waited = [(task, since) for task, since in waiting if now - since > WAIT_SECONDS]
     if not waited:
@@ -122,7 +142,7 @@ def waiting_for_peers(tasks: list["Task"], now: float) -> list[Diagnosis]:
                       f"{_state(straggler, now)}", evidence=evidence) for straggler in stragglers]
 
 
-def _waiting_since(task: "Task") -> float | None:
+def _waiting_since(task: TaskView) -> float | None:
     signals = task.signals
     if signals.waiting is not None:  # the coordination leader says how many it still waits for
         return signals.waiting_at
@@ -131,7 +151,7 @@ def _waiting_since(task: "Task") -> float | None:
     return None
 
 
-def _state(task: "Task", now: float) -> str:
+def _state(task: TaskView, now: float) -> str:
     if task.returncode is not None:
         return f"{_ended(task)} before joining: see %kw_logs {task.name}"
     if task.status == "pending":
@@ -142,7 +162,7 @@ def _state(task: "Task", now: float) -> str:
             f"data); it joins when it creates its strategy")
 
 
-def peer_lost(tasks: list["Task"], now: float) -> list[Diagnosis]:
+def peer_lost(tasks: list[TaskView], now: float, oom_found: Mapping[int, OomEvidence]) -> list[Diagnosis]:
     lost: dict[int, Diagnosis] = {}
     for reporter in tasks:
         for when, report in reporter.signals.peer_reports:
@@ -151,7 +171,8 @@ def peer_lost(tasks: list["Task"], now: float) -> list[Diagnosis]:
                     continue  # a peer that finished normally is reported unhealthy too: harmless
                 if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
                     continue  # it may be exiting normally right now
-                how = "was killed by the kernel's OOM killer" if peer.returncode == -9 and oom.evidence(peer) else \
+                oom_killed = peer.returncode == -9 and oom_found.get(peer.position)
+                how = "was killed by the kernel's OOM killer" if oom_killed else \
                     _ended(peer) if peer.returncode is not None else \
                     "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
                     "still runs but stopped answering (overloaded, or its network is down)"
@@ -161,7 +182,7 @@ def peer_lost(tasks: list["Task"], now: float) -> list[Diagnosis]:
     return list(lost.values())
 
 
-def _peers_named(report, reporter: "Task", tasks: list["Task"]) -> list["Task"]:
+def _peers_named(report, reporter: TaskView, tasks: list[TaskView]) -> list[TaskView]:
     if isinstance(report, tf.Unhealthy):
         names = set(report.tasks)
     elif report.task is not None:
@@ -189,16 +210,16 @@ def _resolved(host: str) -> str:
         return host
 
 
-def killed(task: "Task") -> Diagnosis | None:
+def killed(task: TaskView, found: OomEvidence | None = None) -> Diagnosis | None:
+    """A kill from outside kwnb, or (`found`: the OOM killer's evidence the supervisor gathered) out_of_memory."""
     code = task.returncode
     if code is None or task.stop_requested or task.killed_by_kwnb or not (code < 0 or code == 128 + 9):
         return None
     number = -code if code < 0 else 9
     name = signal_name(number)
-    found = oom.evidence(task) if number == signal.SIGKILL else None
-    if found is not None:
+    if found is not None and number == signal.SIGKILL:
         return out_of_memory(task, found)
-    peak = task.signals.peak_rss
+    peak = task.peak_rss
     memory = f"; peak memory {format_size(peak)}" if peak else ""
     hint = ""
     if number == signal.SIGKILL and _memory_was_high(peak):
@@ -208,8 +229,8 @@ def killed(task: "Task") -> Diagnosis | None:
                      evidence=[f"exit code {code}"])
 
 
-def out_of_memory(task: "Task", found: "oom.OomEvidence") -> Diagnosis:
-    last, peak = task.vitals.rss, task.signals.peak_rss  # (a sample taken as it died reads 0)
+def out_of_memory(task: TaskView, found: OomEvidence) -> Diagnosis:
+    last, peak = task.rss, task.peak_rss  # (a sample taken as it died reads 0)
     held = "kwnb had no memory sample of it" if not peak else \
         f"its memory peaked at {format_size(peak)}" + (f", {format_size(last)} at kwnb's last look" if last else "")
     return Diagnosis("out_of_memory", task.position,
@@ -220,7 +241,7 @@ def out_of_memory(task: "Task", found: "oom.OomEvidence") -> Diagnosis:
                      f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines])
 
 
-def error(task: "Task", script: str) -> Diagnosis | None:
+def error(task: TaskView, script: str) -> Diagnosis | None:
     signals = task.signals
     if signals.traceback is None or task.stop_requested or signals.keras3 or signals.bind_failure or signals.mismatch:
         return None  # (keras3, port_taken, tf_config_overridden or uneven_steps says what that failure means)
@@ -239,7 +260,7 @@ def error(task: "Task", script: str) -> Diagnosis | None:
                      evidence=list(traceback.lines[-6:]))
 
 
-def keras3(task: "Task") -> Diagnosis | None:
+def keras3(task: TaskView) -> Diagnosis | None:
     if task.signals.keras3 is None:
         return None
     return Diagnosis("keras3", task.position,
@@ -248,7 +269,7 @@ def keras3(task: "Task") -> Diagnosis | None:
                      evidence=list(task.signals.keras3[1].lines))
 
 
-def tf_config_overridden(task: "Task") -> Diagnosis | None:
+def tf_config_overridden(task: TaskView) -> Diagnosis | None:
     record = task.signals.tf_config_set
     if record is None:
         return None
@@ -265,7 +286,7 @@ def tf_config_overridden(task: "Task") -> Diagnosis | None:
                      evidence=[str(record.get("tf_config", ""))[:300]])
 
 
-def port_taken(task: "Task") -> Diagnosis | None:
+def port_taken(task: TaskView) -> Diagnosis | None:
     if task.signals.bind_failure is None or task.signals.tf_config_set is not None:
         return None
     return Diagnosis("port_taken", task.position,
@@ -274,25 +295,27 @@ def port_taken(task: "Task") -> Diagnosis | None:
                      evidence=list(task.signals.bind_failure[1].lines))
 
 
-def stalled(run: "Run", now: float, dumps: dict[int, str]) -> Diagnosis:
-    """Every live task silent for run.stall_after seconds: where each one's main thread is blocked, and the
-    task the others wait for (its main thread is in the user's code, theirs in TensorFlow), where one is."""
+def stalled(view: RunView, now: float, dumps: dict[int, str]) -> Diagnosis:
+    """Every live task silent for view.stall_after seconds: where each one's main thread is blocked (`dumps`: the
+    stacks the supervisor captured), and the task the others wait for (its main thread is in the user's code,
+    theirs in TensorFlow), where one is."""
+    tasks = view.tasks
     places, evidence = {}, [text for _, text in sorted(dumps.items())]
     for position, text in sorted(dumps.items()):
-        frame = stack_dumps.blocked_at(text, run.user_files)
-        places[position] = f"{run.workers[position].id} in {frame}" if frame else f"{run.workers[position].id} (no stack)"
+        frame = stack_dumps.blocked_at(text, view.user_files)
+        places[position] = f"{tasks[position].id} in {frame}" if frame else f"{tasks[position].id} (no stack)"
     where = "; ".join(places.values()) or "no task answered with its stacks"
-    silent = f"no task has made progress for {run.stall_after:g} s"
-    stacks = f"(%kw_stack {run.name} shows every thread)"
+    silent = f"no task has made progress for {view.stall_after:g} s"
+    stacks = f"(%kw_stack {view.name} shows every thread)"
     blocked = training.culprits(dumps)
     if len(blocked) == 1 and len(dumps) > 1:
-        culprit, waiting = run.workers[blocked[0]], [run.workers[p].id for p in dumps if p != blocked[0]]
+        culprit, waiting = tasks[blocked[0]], [tasks[p].id for p in dumps if p != blocked[0]]
         return Diagnosis("stalled", culprit.position,
                          f"{places[culprit.position]}: it is blocked in its own code and "
                          f"{', '.join(map(str, waiting))} wait{'s' * (len(waiting) == 1)} for it in a collective; "
                          f"{silent} {stacks}", evidence=evidence)
     if dumps and not blocked:  # every live task waits inside TensorFlow: for a peer that left, or another collective
-        hang = training.collective_hang(run.workers, dumps, run.user_files, f"({where}); {silent}", evidence)
+        hang = training.collective_hang(list(tasks), dumps, view.user_files, f"({where}); {silent}", evidence)
         if hang:
             return hang
     return Diagnosis("stalled", None, f"{silent}: {where} {stacks}", evidence=evidence)

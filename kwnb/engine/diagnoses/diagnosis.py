@@ -1,13 +1,13 @@
-"""One diagnosis (a finding in one sentence) and the words for how a task ended, shared by the modules
-that make diagnoses (engine/diagnoses/diagnose.py, engine/diagnoses/training_faults.py)."""
+"""One diagnosis (a finding in one sentence), what a diagnosis pass reads of a run (RunView), and the words
+for how a task ended and how far it got, shared by the modules that make diagnoses
+(engine/diagnoses/diagnose.py, engine/diagnoses/training_faults.py)."""
 from __future__ import annotations
 
+import dataclasses
 import signal
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..tasks.task import Task
+from ..tasks.view import TaskView
 
 
 @dataclass
@@ -23,12 +23,28 @@ class Diagnosis:
     def __str__(self) -> str:
         return self.message
 
+    def copy(self) -> "Diagnosis":
+        """The supervisor updates a standing diagnosis's message in place: a reader gets its own copy."""
+        return dataclasses.replace(self, evidence=list(self.evidence))
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a diagnosis pass reads of a run, copied at one moment under the run's state lock."""
+
+    tasks: tuple[TaskView, ...]  # by position: the chief first
+    name: str  # the run's, for the commands a message suggests (%kw_stack NAME)
+    script: str  # the script's file name: a traceback that reaches its top level is uncaught
+    user_files: tuple[str, ...] = ()  # the script and the job's files: whose frames a diagnosis names
+    stall_after: float = 60.0  # seconds without progress before `stalled`; 0 turns it off
+    diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
+
 
 def signal_name(number: int) -> str:
     return signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
 
 
-def ended(task: "Task") -> str:
+def ended(task: TaskView) -> str:
     """How a task ended, in words: 'was killed by SIGKILL', 'exited normally', 'crashed (exit code 1)'."""
     code = task.returncode
     if code is not None and code < 0:
@@ -36,10 +52,10 @@ def ended(task: "Task") -> str:
     return "exited normally" if code == 0 else f"crashed (exit code {code})"
 
 
-def where(task: "Task") -> str:
-    """The last epoch and step kwnb read from the task's output ('epoch 2/5, step 30/100'), or ''."""
-    metrics = task.metrics
-    label = metrics.progress()[1]
-    if not label and metrics.step:  # a custom loop that prints "step 26/60" without epochs
-        label = f"step {metrics.step}" + (f"/{metrics.steps_per_epoch}" if metrics.steps_per_epoch else "")
+def reached(task: TaskView) -> str:
+    """How far training got: the last epoch and step kwnb read from the task's output ('epoch 2/5, step
+    30/100'), or '' (not where the task runs: that is TaskView.where)."""
+    label = task.progress[1]
+    if not label and task.step:  # a custom loop that prints "step 26/60" without epochs
+        label = f"step {task.step}" + (f"/{task.steps_per_epoch}" if task.steps_per_epoch else "")
     return label

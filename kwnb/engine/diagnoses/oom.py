@@ -1,24 +1,22 @@
 """Telling the kernel's OOM killer from any other SIGKILL, without privileges, for `out_of_memory`.
 
-While a task lives, kwnb notes once the memory cgroup it is in, that group's OOM-kill counter (cgroup v1
-memory.oom_control, v2 memory.events: machine/limits.py) and the machine's (/proc/vmstat), and the memory
-limit that applies to it (the group's, else the session's, else the machine's). When the task dies of
+While a task lives, the supervisor's MemoryWatch notes once the memory cgroup it is in, that group's OOM-kill
+counter (cgroup v1 memory.oom_control, v2 memory.events: machine/limits.py) and the machine's (/proc/vmstat), and
+the memory limit that applies to it (the group's, else the session's, else the machine's). When the task dies of
 SIGKILL, a counter that grew, or a kernel log line naming its pid (`oom-kill:...,pid=N,` and `Killed
 process N`, where /dev/kmsg is readable), says the OOM killer did it. Cost: a few file reads per task
-start, and one kernel log read per SIGKILLed task.
+start, and one kernel log read per SIGKILLed task. What is noted is the watch's (one per run), by task
+position, so that a diagnosis pass gets the evidence as a value (diagnose.ProcessFacts).
 """
 from __future__ import annotations
 
 import os
+import signal
 import time
-import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ...machine import limits
-
-if TYPE_CHECKING:
-    from ..tasks.task import Task
+from ..tasks.view import TaskView
 
 KMSG_BYTES = 1 << 20  # the kernel's ring buffer is 128 kB-1 MB; read no more than that
 
@@ -41,36 +39,52 @@ class OomEvidence:
     lines: tuple[str, ...]
 
 
-_watched: "weakref.WeakKeyDictionary[Task, Watched]" = weakref.WeakKeyDictionary()
-_found: "weakref.WeakKeyDictionary[Task, tuple[int, OomEvidence | None]]" = weakref.WeakKeyDictionary()
+SIGKILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)  # how a task's exit code says SIGKILL (a shell: 137)
 
 
-def note(task: "Task") -> None:
-    """Remember a live task's cgroup and counters, once per process (a restart is a new one); re-read while the
-    task is still starting, as a launcher may move it into its group just after it starts."""
-    if not task.alive or task.pid is None:
-        return
-    seen = _watched.get(task)
-    if seen is not None and seen.pid == task.pid and getattr(task, "phase", "starting") != "starting":
-        return
-    found = limits.cgroup_of("memory", task.pid)
-    group = found[0] if found else None
-    if seen is not None and seen.pid == task.pid and seen.cgroup == group:
-        return
-    limit, source = _limit(found)
-    started = time.monotonic() - (time.time() - (getattr(task, "started_at", None) or time.time()))
-    _watched[task] = Watched(task.pid, group, limits.oom_kills(group) if group else None, limits.machine_oom_kills(),
-                             limit, source, started - 1.0)
+class MemoryWatch:
+    """What was noted of each task of one run (by position), for telling the OOM killer's SIGKILL apart."""
+
+    def __init__(self):
+        self._watched: dict[int, Watched] = {}
+        self._found: dict[int, tuple[int, OomEvidence | None]] = {}  # (pid, evidence): read once per death
+
+    def note(self, task: TaskView) -> None:
+        """Remember a live task's cgroup and counters, once per process (a restart is a new one); re-read while
+        the task is still starting, as a launcher may move it into its group just after it starts."""
+        if not task.alive or task.pid is None:
+            return
+        seen = self._watched.get(task.position)
+        if seen is not None and seen.pid == task.pid and task.phase != "starting":
+            return
+        found = limits.cgroup_of("memory", task.pid)
+        group = found[0] if found else None
+        if seen is not None and seen.pid == task.pid and seen.cgroup == group:
+            return
+        limit, source = _limit(found)
+        started = time.monotonic() - (time.time() - (task.started_at or time.time()))
+        self._watched[task.position] = Watched(task.pid, group, limits.oom_kills(group) if group else None,
+                                               limits.machine_oom_kills(), limit, source, started - 1.0)
+
+    def evidence(self, task: TaskView) -> OomEvidence | None:
+        """For a task that died of SIGKILL: what shows the OOM killer ended it, or None. Read once per death."""
+        cached = self._found.get(task.position)
+        if cached is not None and cached[0] == task.pid:
+            return cached[1]
+        seen = self._watched.get(task.position)
+        if seen is None or seen.pid != task.pid:
+            return None
+        result = _evidence(seen)
+        self._found[task.position] = (task.pid, result)
+        return result
+
+    def killed(self, tasks: list[TaskView]) -> dict[int, OomEvidence]:
+        """The OOM killer's evidence for each task that died of SIGKILL, by position (ProcessFacts.oom)."""
+        found = {task.position: self.evidence(task) for task in tasks if task.returncode in SIGKILLED}
+        return {position: evidence for position, evidence in found.items() if evidence is not None}
 
 
-def evidence(task: "Task") -> OomEvidence | None:
-    """For a task that died of SIGKILL: what shows the OOM killer ended it, or None. Read once per death."""
-    cached = _found.get(task)
-    if cached is not None and cached[0] == task.pid:
-        return cached[1]
-    seen = _watched.get(task)
-    if seen is None or seen.pid != task.pid:
-        return None
+def _evidence(seen: Watched) -> OomEvidence | None:
     lines = [line for line in kernel_log(since=seen.started)
              if f"pid={seen.pid}," in line or f"process {seen.pid} " in line]
     kills = limits.oom_kills(seen.cgroup) if seen.cgroup else None
@@ -79,9 +93,7 @@ def evidence(task: "Task") -> OomEvidence | None:
     machine = limits.machine_oom_kills()
     if not lines and machine is not None and seen.machine_kills is not None and machine > seen.machine_kills:
         lines.append(f"/proc/vmstat: oom_kill {seen.machine_kills} -> {machine}")
-    result = OomEvidence(seen.limit, seen.limit_source, tuple(lines)) if lines else None
-    _found[task] = (task.pid, result)
-    return result
+    return OomEvidence(seen.limit, seen.limit_source, tuple(lines)) if lines else None
 
 
 def kernel_log(since: float = 0.0) -> list[str]:

@@ -2,22 +2,18 @@
 different collectives (`uneven_steps`), input that ran out (`input_exhausted`), a loss that became NaN
 (`nan_loss`), and which task a stall is waiting for (the culprit named by `stalled`).
 
-Each function reads what the tasks' logs showed (engine/tasks/task.py's Signals, engine/readers/metrics.py) and costs a
-few attribute reads per task: they run every 0.5 s. The message shapes are TF 2.21's, captured in
+Each function reads what the tasks' logs showed (their views, engine/tasks/view.py: signals and metric facts) and
+costs a few attribute reads per task: they run every 0.5 s. The message shapes are TF 2.21's, captured in
 tests/data/tf-2.21/ (uneven-steps, shape-mismatch, input-exhausted-*, nan-loss).
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
-
 from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
-from .diagnosis import Diagnosis, where
-
-if TYPE_CHECKING:
-    from ..tasks.task import Task
+from ..tasks.view import TaskView
+from .diagnosis import Diagnosis, reached
 
 # Collective failures a task raises because a peer is gone or differs: consequences, not causes.
 CONSEQUENCES = ("UnavailableError", "CancelledError", "AbortedError", "DeadlineExceededError")
@@ -47,19 +43,19 @@ def _first(kind: str, candidates: list, current: list[Diagnosis]):
     return min(candidates, key=lambda pair: (pair[0], pair[1].position))[1] if candidates else None
 
 
-def _at(task: "Task") -> str:
-    place = where(task)
+def _at(task: TaskView) -> str:
+    place = reached(task)
     return f" at {place}" if place else ""
 
 
 # ----- uneven_steps ----------------------------------------------------------------------------------
-def uneven_steps(tasks: list["Task"], current: list[Diagnosis], now: float) -> list[Diagnosis]:
+def uneven_steps(tasks: list[TaskView], current: list[Diagnosis], now: float) -> list[Diagnosis]:
     """A task finished its loop (exit 0) while a peer still trained, and the peer then failed in a collective;
     or tasks met in one collective with different shapes (they took different code paths)."""
     return [d for d in (_finished_early(tasks), _mismatch(tasks, current, now)) if d]
 
 
-def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
+def _finished_early(tasks: list[TaskView]) -> Diagnosis | None:
     finished = [t for t in tasks if t.returncode == 0 and t.ended_at is not None]
     if not finished:
         return None
@@ -79,7 +75,7 @@ def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
                            f"training too, then ran a collective {early.id} never ran{line} and failed waiting for it "
                            f"{crash}: the tasks took different code paths after training. {SAME_AFTER}")
             else:
-                peer_place = f" (it had reached {where(peer)})" if where(peer) else ""
+                peer_place = f" (it had reached {reached(peer)})" if reached(peer) else ""
                 message = (f"{early.id} finished its training loop and exited normally{_at(early)} while {peer.id} "
                            f"was still training{peer_place}; {peer.id} then failed waiting for it in a collective"
                            f"{at_line} {crash}: {SAME_STEPS}")
@@ -87,15 +83,14 @@ def _finished_early(tasks: list["Task"]) -> Diagnosis | None:
     return None
 
 
-def trained_all(task: "Task") -> bool:
+def trained_all(task: TaskView) -> bool:
     """The task's output showed the last step of its fit's last epoch (a Keras bar with counts; a custom loop's
     own lines do not tell)."""
-    metrics = task.metrics
-    return bool(metrics.total_epochs and metrics.steps_per_epoch and metrics.epoch == metrics.total_epochs - 1
-                and metrics.step == metrics.steps_per_epoch)
+    return bool(task.total_epochs and task.steps_per_epoch and task.epoch == task.total_epochs - 1
+                and task.step == task.steps_per_epoch)
 
 
-def _failed_in_collective_after(peer: "Task", early: "Task") -> list[str] | None:
+def _failed_in_collective_after(peer: TaskView, early: TaskView) -> list[str] | None:
     """The evidence that `peer` failed in a collective because `early` had gone, or None."""
     if peer.stop_requested or peer.signals.mismatch is not None:
         return None
@@ -110,13 +105,13 @@ def _failed_in_collective_after(peer: "Task", early: "Task") -> list[str] | None
     return lines + (list(traceback[1].lines[-2:]) if raised else [])
 
 
-def _names(report, task: "Task") -> bool:
+def _names(report, task: TaskView) -> bool:
     if isinstance(report, tf.Unhealthy):
         return (task.task_type, task.index) in report.tasks
     return report.task == (task.task_type, task.index) or report.task is None
 
 
-def _mismatch(tasks: list["Task"], current: list[Diagnosis], now: float) -> Diagnosis | None:
+def _mismatch(tasks: list[TaskView], current: list[Diagnosis], now: float) -> Diagnosis | None:
     """TensorFlow's "Shape mismatch in the collective instance": the same line everywhere means the tasks ran
     different numbers of steps (fit with different steps_per_epoch); different lines, different code paths."""
     seen = [(t.signals.mismatch[0], t) for t in tasks if t.signals.mismatch is not None]
@@ -140,15 +135,15 @@ def _mismatch(tasks: list["Task"], current: list[Diagnosis], now: float) -> Diag
     return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines))
 
 
-def _places(tasks: list["Task"]) -> str:
+def _places(tasks: list[TaskView]) -> str:
     """Where each task was, as far as its output told."""
-    return "; ".join(f"{t.id} at {where(t)}" for t in tasks if where(t)) or "see each task's log"
+    return "; ".join(f"{t.id} at {reached(t)}" for t in tasks if reached(t)) or "see each task's log"
 
 
-def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task", str]:
+def _same_line(tasks: list[TaskView], told: int | None, said: str) -> tuple[TaskView, str]:
     """Both tasks failed in the same call (fit): different step counts, or, where every task planned the same
     steps, a collective inside fit that only some ran (a callback given to the chief alone)."""
-    plans = [(t.metrics.steps_per_epoch, t.metrics.total_epochs) for t in tasks]
+    plans = [(t.steps_per_epoch, t.total_epochs) for t in tasks]
     if all(all(plan) for plan in plans) and len(set(plans)) == 1:
         chief = next((t for t in tasks if t.is_chief), tasks[0])  # callbacks given to the chief alone: the usual
         places = _places(tasks)
@@ -159,10 +154,10 @@ def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task"
             f"same callbacks (under MultiWorkerMirroredStrategy every task saves, the others to a temporary "
             f"directory)")
     # The task that planned the fewest steps, where the output told (a verbose=2 bar shows them at an epoch's end)
-    planned = [(t.metrics.steps_per_epoch * (t.metrics.total_epochs or 1), t.position, t) for t in tasks
-               if t.metrics.steps_per_epoch]
+    planned = [(t.steps_per_epoch * (t.total_epochs or 1), t.position, t) for t in tasks
+               if t.steps_per_epoch]
     fewest = min(planned)[2] if planned else tasks[0]
-    per_epoch = [t.metrics.steps_per_epoch for t in tasks]
+    per_epoch = [t.steps_per_epoch for t in tasks]
     if all(per_epoch) and len(set(per_epoch)) > 1:  # what differs, and stays so (the last step drawn lags)
         counts = ", ".join(f"{n} on {t.id}" if i else f"{n} steps on {t.id}" for i, (n, t) in
                            enumerate(zip(per_epoch, tasks)))
@@ -174,7 +169,7 @@ def _same_line(tasks: list["Task"], told: int | None, said: str) -> tuple["Task"
 
 
 # ----- input_exhausted -------------------------------------------------------------------------------
-def input_exhausted(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None:
+def input_exhausted(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
     seen = [(t.signals.input_exhausted[0], t) for t in tasks if t.signals.input_exhausted is not None]
     task = _first("input_exhausted", seen, current)
     if task is None:
@@ -184,7 +179,7 @@ def input_exhausted(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis 
     also = f" (and {', '.join(map(str, others))})" if others else ""
     if event.source == "keras":
         bar = f", the last step drawn {event.step}/{event.steps}" if event.step else ""
-        epoch = f" in epoch {task.metrics.epoch + 1}" if task.metrics.epoch is not None else ""
+        epoch = f" in epoch {task.epoch + 1}" if task.epoch is not None else ""
         batches = _BATCHES.search(event.lines[0])
         need = f" (fit asked for {batches.group(1)} batches here)" if batches else ""
         what = (f"{task.id}{also} ran out of input data{epoch}{bar}: model.fit stopped early (Keras: \"Your input "
@@ -193,22 +188,22 @@ def input_exhausted(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis 
     else:
         traceback = task.signals.traceback
         line = f", {traceback[1].where}" if traceback and traceback[1].where else ""
-        after = f" after {where(task)}" if where(task) else ""  # the last step it printed
+        after = f" after {reached(task)}" if reached(task) else ""  # the last step it printed
         what = (f"{task.id}{also} ran out of input data{after}{line} (tf.data: OutOfRangeError, End of "
                 f"sequence): .repeat() the dataset, or run only as many steps as each task's shard holds")
     return Diagnosis("input_exhausted", task.position, what, evidence=list(event.lines))
 
 
 # ----- nan_loss --------------------------------------------------------------------------------------
-def nan_loss(tasks: list["Task"], current: list[Diagnosis]) -> Diagnosis | None:
+def nan_loss(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
     seen = [(0.0 if t.is_chief else 1.0, t) for t in tasks
-            if t.metrics.nonfinite is not None or t.signals.nonfinite is not None]
+            if t.nonfinite is not None or t.signals.nonfinite is not None]
     task = _first("nan_loss", seen, current)  # the chief's curves first: every replica shows the same loss
     if task is None:
         return None
     causes = ("training has diverged. Usual causes: a learning rate too high, unscaled inputs (divide pixels by 255), "
               "a log of zero in a hand-written loss (clip it, or use from_logits=True)")
-    row = task.metrics.nonfinite
+    row = task.nonfinite
     if row is None:  # a line of the learner's own loop, in a form kwnb reads no curve from: quote it
         event = task.signals.nonfinite[1]
         line = event.lines[0].strip()
@@ -237,7 +232,7 @@ def culprits(dumps: dict[int, str]) -> list[int]:
     return found
 
 
-def collective_hang(tasks: list["Task"], dumps: dict[int, str], user_files: tuple, waited: str,
+def collective_hang(tasks: list[TaskView], dumps: dict[int, str], user_files: tuple, waited: str,
                     evidence: list) -> Diagnosis | None:
     """A stall where every live task waits inside TensorFlow: for a peer that exited normally (it ran fewer steps,
     or the others ran a collective after training it never ran), or in different collectives at different lines

@@ -32,7 +32,7 @@ class TaskControl:
             if self.done:
                 raise NotPossible(f"run {self.name!r} has ended; launch it again instead")
             chosen._stop(self.stop_grace)
-            self._refresh()
+            self.refresh()
             log_separator(chosen, f"{chosen.id} restarted by the user")
             try:
                 process = self.launcher.start(self._launch_of(chosen, chosen.tf_config))
@@ -43,7 +43,7 @@ class TaskControl:
                 chosen.restarts += 1
                 self.user_restarts += 1  # not the failure policy's: --max-restarts does not count these
                 chosen._started(process, chosen.tf_config)
-            self._failed_at = None
+            self._supervisor.forget_failure()
 
     def stacks(self, task: int | str | None = None, native: bool = False) -> dict[int, str]:
         """Every thread's Python stack of each live task (or of one), by position; `native` adds py-spy's

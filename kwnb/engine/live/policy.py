@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ...errors import OptionError
 from ..tasks.roles import CHIEF_GRACE_SECONDS
 from ..tasks.status import Status
+from ..tasks.view import TaskView  # one task as the policy, the diagnoses and the views read it
 
 ON_FAILURE = ("stop", "keep", "restart")
 PORT_RETRIES = 3
@@ -33,23 +34,6 @@ def check_options(on_failure: str, timeout: float | None, stall_after: float = 6
 
 
 @dataclass(frozen=True)
-class TaskView:
-    """What the policy reads of one task."""
-
-    name: str  # as the logs say it, e.g. "worker 1"
-    status: str
-    alive: bool
-    returncode: int | None
-    address: str
-    bind_failed: bool  # TensorFlow could not bind its port
-    own_tf_config: bool  # the script set TF_CONFIG itself: a relaunch on new ports would not help
-    training: bool = True  # False for a sidecar (an evaluator): its failure is not training's
-    role: str = "worker"  # TF_CONFIG's task type: a "chief" task decides the run (engine/tasks/roles.py)
-    ended_at: float | None = None
-    stop_requested: bool = False  # kwnb or the user is stopping it already
-
-
-@dataclass(frozen=True)
 class View:
     """What the policy reads of a run, copied at one moment."""
 
@@ -65,7 +49,7 @@ class View:
     queued: float  # seconds the tasks waited in a scheduler's queue (engine/tasks/vitals.py): not counted by --timeout
     failed_at: float | None  # when a failure was first seen since the last (re)launch
     origin: str | None  # the diagnosis that says where the failure started, if any
-    tasks: tuple[TaskView, ...]
+    tasks: tuple[TaskView, ...]  # the policy reads each one's status, exit, address and stop_requested
     chief_grace: float = CHIEF_GRACE_SECONDS  # how long training tasks may outlive a chief task that finished
     single_tasks: bool = True  # the backend can stop one task alone (Slurm's scancel stops a job's tasks together)
 
@@ -123,12 +107,12 @@ def failure(view: View, failed: list[TaskView]) -> str:
     """Where the failure started: the task a diagnosis blames (it raised or was killed), not the first to exit."""
     if view.origin is not None:
         return view.origin
-    return f"{failed[0].name} failed with exit code {failed[0].returncode}"
+    return f"{failed[0].id} failed with exit code {failed[0].returncode}"
 
 
 def _finished_chief(view: View) -> TaskView | None:
     """The chief task, if the run has one and it exited 0. One that failed is a failure like any other."""
-    return next((task for task in view.tasks if task.role == "chief" and task.status == Status.FINISHED
+    return next((task for task in view.tasks if task.task_type == "chief" and task.status == Status.FINISHED
                  and task.ended_at is not None), None)
 
 
@@ -142,7 +126,7 @@ def _after_the_chief(view: View, chief: TaskView) -> Decision:
     if not any(task.training for task in alive) or waited < view.chief_grace:
         return Decision(KEEP, reason=reason)
     # A sidecar keeps its own grace period (engine/tasks/roles.py), unless stopping one task stops them all.
-    names = [task.name for task in alive if task.training or not view.single_tasks]
+    names = [str(task.id) for task in alive if task.training or not view.single_tasks]
     listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
     note = (f"the chief finished; stopped {listed} that {'were' if len(names) > 1 else 'was'} still running "
             f"{round(waited, 1):g} s later (the chief's exit decides a chief job)")
@@ -154,7 +138,7 @@ def _failed_beside(view: View, chief: TaskView) -> str:
     failed = [task for task in view.tasks if task.training and task.status == Status.FAILED]
     if not failed:
         return ""
-    said = [f"{task.name} failed {'before' if (task.ended_at or 0) < chief.ended_at else 'after'} it "
+    said = [f"{task.id} failed {'before' if (task.ended_at or 0) < chief.ended_at else 'after'} it "
             f"(exit code {task.returncode})" for task in failed]
     return f"the chief finished (exit 0); {', '.join(said)}"
 
@@ -166,7 +150,7 @@ def _relaunch_on_new_ports(view: View, failed: list[TaskView]) -> Decision | Non
     if not clashed or view.port_retries >= PORT_RETRIES:
         return None
     first = clashed[0]
-    return Decision(RELAUNCH, note=f"{first.name} could not bind {first.address} (taken after it was chosen); "
+    return Decision(RELAUNCH, note=f"{first.id} could not bind {first.address} (taken after it was chosen); "
                                    f"relaunched the cluster on new ports",
                     why=f"port {first.address} was taken; new ports, try {view.port_retries + 2}")
 
@@ -175,5 +159,5 @@ def _restart(view: View, failed: list[TaskView]) -> Decision | None:
     if view.on_failure != "restart" or view.restarts >= view.max_restarts:
         return None
     first = failed[0]
-    return Decision(RESTART, why=f"restart {view.restarts + 1} of the cluster: {first.name} exited with "
+    return Decision(RESTART, why=f"restart {view.restarts + 1} of the cluster: {first.id} exited with "
                                  f"{first.returncode}")

@@ -1,7 +1,7 @@
 """A run: one launch of a script on a cluster of tasks, watched from start to end.
 
-One supervisor thread per run (supervisor.py) polls the tasks, carries out the failure policy's
-decisions (policy.py) and, at the end, calls the run's `on_end` callbacks (the views write
+One supervisor thread per run (supervisor.py) polls the tasks, diagnoses them, carries out the failure
+policy's decisions (policy.py) and, at the end, calls the run's `on_end` callbacks (the views write
 summary.txt and curves.png there).
 Everything a dashboard or terminal shows is read from here, so the notebook, the terminal and the
 tests see the same run the same way.
@@ -9,9 +9,9 @@ tests see the same run the same way.
 Two locks, so that a view never waits for a process call:
 - `_lock`, the state lock, guards what views read (each task's screen, metrics, status, exit code;
   the run's reason, notes, diagnoses and counts). It is held only for in-memory updates; the reason
-  and notes are written by `_say` alone.
+  and notes are written by `say` alone.
 - `_control`, the control lock, serialises what changes processes (launch, poll, stop, kill,
-  restart, carrying out the failure policy's decisions) and guards `_stopping` and `_failed_at`.
+  restart, carrying out the failure policy's decisions) and guards `_stopping` and the supervisor's own state.
   It may be held across slow calls (squeue, a stop's grace period); views never take it.
 
 A launch is all or nothing: if one task cannot start, those started are stopped, the launcher is
@@ -33,7 +33,7 @@ from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
 from . import cluster as clusters
 from ..diagnoses import diagnose
-from . import policy
+from ..diagnoses.diagnosis import Diagnosis
 from ..tasks import roles
 from .log import LOG_NAME, for_run
 from .gpu_placement import plan_gpus
@@ -41,80 +41,52 @@ from .inputs import check_script, find_python, task_env
 from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
 from ..tasks.status import Status
-from .supervisor import POLL_SECONDS, Supervisor
+from .settings import LaunchSettings
+from .supervisor import POLL_SECONDS, Supervisor, guarded
 from .control import TaskControl, log_separator
 from ..records.record import record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
 from ..records.summary import format_summary
 from ..tasks.task import Task
 
-DIAGNOSE_SECONDS = 0.5  # findings are cheap, but need not be fresher than the dashboard's 4 redraws a second
 
-
-class Run(RunReading, Supervisor, TaskControl):
+class Run(RunReading, TaskControl):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
-    def __init__(
-        self,
-        script: str | os.PathLike,
-        n: int = 2,
-        name: str | None = None,
-        *,
-        ps: int = 0,
-        chief: bool = False,
-        evaluator: bool = False,
-        evaluator_grace: float = roles.EVALUATOR_GRACE_SECONDS,
-        chief_grace: float = roles.CHIEF_GRACE_SECONDS,
-        env: dict[str, str] | None = None,
-        python: str | None = None,
-        args: str | list[str] | None = None,
-        timeout: float | None = None,
-        on_failure: str = "stop",
-        max_restarts: int = 3,
-        failure_grace: float = 5.0,
-        stop_grace: float = 3.0,
-        gpus: bool = False,
-        cwd: str | os.PathLike | None = None,
-        runs_dir: str | os.PathLike | None = None,
-        keep_lines: int = 300,
-        launcher: Launcher | str = "local",
-        network: str | None = None,
-        warm: bool | None = None,
-        files: list[str | os.PathLike] | None = None,
-        on_end: list[Callable[["Run"], None]] | None = None,
-        stall_after: float = 60.0,
-        logdir: str | os.PathLike | None = None,
-        outputs: list[Callable] | None = None,
-    ):
-        self.cwd = Path(cwd or os.getcwd()).resolve()
+    def __init__(self, script: str | os.PathLike, n: int = 2, name: str | None = None, **options):
+        """`options`: LaunchSettings' fields (engine/live/settings.py), e.g. ps=1, timeout=600."""
+        settings = self.settings = LaunchSettings.of("Run.__init__", n=n, name=name, **options)
+        self.cwd = Path(settings.cwd or os.getcwd()).resolve()
         self.script = (self.cwd / script).resolve()
-        self.name = name or self.script.stem
-        self.task_ids = clusters.plan_tasks(n, ps=ps, chief=chief, evaluator=evaluator)
+        self.name = settings.name or self.script.stem
+        self.task_ids = clusters.plan_tasks(settings.n, ps=settings.ps, chief=settings.chief,
+                                            evaluator=settings.evaluator)
         self.coordinator = clusters.coordinator_of(self.task_ids)  # a chief entry for the caller (roles.py)
         check_script(self.script)
-        self.python = find_python(python)
-        self.args, self.user_env = shlex.split(args) if isinstance(args, str) else list(args or []), dict(env or {})
-        self._keep_policy(timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace, stall_after)
-        self.logdir = (self.cwd / logdir).resolve() if logdir else None  # event files there too (tensorboard.py)
-        self.gpus = gpus
-        self.launcher = make_launcher(launcher, network=network, warm=warm) if isinstance(launcher, str) else launcher
+        self.python = find_python(settings.python)
+        args = settings.args
+        self.args = shlex.split(args) if isinstance(args, str) else list(args or [])
+        self.user_env = dict(settings.env or {})
+        self.stall_after = settings.stall_after  # seconds without progress before `stalled`; 0 turns it off
+        self.timeout, self.on_failure, self.max_restarts = settings.timeout, settings.on_failure, settings.max_restarts
+        self.failure_grace, self.stop_grace = settings.failure_grace, settings.stop_grace
+        self.chief_grace = settings.chief_grace  # grace: engine/tasks/roles.py
+        # where the tasks write event files, if not under cwd (engine/readers/tensorboard.py)
+        self.logdir = (self.cwd / settings.logdir).resolve() if settings.logdir else None
+        self.gpus = settings.gpus
+        launcher = settings.launcher
+        self.launcher = make_launcher(launcher, network=settings.network, warm=settings.warm) \
+            if isinstance(launcher, str) else launcher
         self.launcher.check()
-        self._make_folder(runs_dir, files, keep_lines, tuple(outputs or ()))
-        self._sidecars = roles.Sidecars(self.workers, evaluator_grace)
+        self._make_folder(settings.runs_dir, settings.files, settings.keep_lines, tuple(settings.outputs or ()))
+        self._sidecars = roles.Sidecars(self.workers, settings.evaluator_grace)
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
-        self.on_end: list[Callable[[Run], None]] = [*(on_end or []), record_result]
+        self.on_end: list[Callable[[Run], None]] = [*(settings.on_end or []), record_result]
         self._init_progress()
         # Each task's GPUs, when --gpus starts them on this machine (a scheduler places its own).
-        self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env) if gpus and self.launcher.runs_here else (None, "")
-        self._say(note=note)
-
-    def _keep_policy(self, timeout, on_failure, max_restarts, failure_grace, stop_grace, chief_grace,
-                     stall_after) -> None:
-        """What the failure policy (engine/live/policy.py) and the supervisor read, checked first."""
-        policy.check_options(on_failure, timeout, stall_after)
-        self.stall_after = stall_after  # seconds without progress before `stalled`; 0 turns it off
-        self.timeout, self.on_failure, self.max_restarts, self.failure_grace = timeout, on_failure, max_restarts, failure_grace
-        self.stop_grace, self.chief_grace = stop_grace, chief_grace  # grace: engine/tasks/roles.py
+        placed_here = settings.gpus and self.launcher.runs_here
+        self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env) if placed_here else (None, "")
+        self.say(note=note)
 
     def _make_folder(self, runs_dir, files, keep_lines: int, outputs: tuple) -> None:
         """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json."""
@@ -134,18 +106,17 @@ class Run(RunReading, Supervisor, TaskControl):
         self.reason = ""  # why the run ended early, in words
         self.notes: list[str] = []  # things the user should be told, e.g. a replaced run
         self.timed_out = False
-        self.diagnoses: list[diagnose.Diagnosis] = []  # what kwnb found wrong, in one sentence each
-        self.diagnosis_history: list[diagnose.Diagnosis] = []  # every one ever made, withdrawn ones too
-        self._diagnosed_at = 0.0
+        self.diagnoses: list[Diagnosis] = []  # what kwnb found wrong, in one sentence each
+        self.diagnosis_history: list[Diagnosis] = []  # every one ever made, withdrawn ones too
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._lock = threading.RLock()
         self._control = threading.RLock()
         self._done = threading.Event()
         self._stopping = False
-        self._failed_at: float | None = None
         self._outcome: Status | None = None  # set when the run ended before its tasks could (a failed launch)
         self._thread: threading.Thread | None = None
+        self._supervisor = Supervisor(self)  # its thread starts with the run (engine/live/supervisor.py)
 
     def _keep_files(self, files: list) -> list[Path]:
         """What ran, even if the cells change later: the script and the job's helper modules, copied."""
@@ -202,9 +173,9 @@ class Run(RunReading, Supervisor, TaskControl):
             raise LaunchError(f"could not start run {self.name!r}: {type(error).__name__}: {error} "
                               f"(details in {self.dir / LOG_NAME})") from error
         for note in self.launcher.take_notes():  # now, so the magic prints them as the run starts
-            self._say(note=note)
+            self.say(note=note)
         self.log.info("started %d tasks with %s", len(self.workers), self.launcher.name)
-        self._thread = threading.Thread(target=self._supervise, name=f"kwnb-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._supervisor.supervise, name=f"kwnb-{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -213,11 +184,10 @@ class Run(RunReading, Supervisor, TaskControl):
         finished (which releases the warm pool) and the run ends, failed, with the error as its reason."""
         try:
             self.log.error("the launch failed; stopping what started", exc_info=error)
-            self._say(reason=f"could not start: {error}")
-            self._outcome = Status.FAILED
+            self.fail(f"could not start: {error}")
             with self._control:
-                self._guarded("stopping the tasks", self._stop_all)
-            self._guarded("finishing the launcher", self._finish_launcher)
+                guarded(self, "stopping the tasks", self.stop_all)
+            guarded(self, "finishing the launcher", self.finish_launcher)
         finally:
             self.ended_at = time.time()
             self._done.set()
@@ -250,11 +220,12 @@ class Run(RunReading, Supervisor, TaskControl):
             env.update(self.gpu_placement.env(task.position, env))
         return env
 
-    def _refresh(self) -> bool:
+    # ----- the supervisor's side (RunSide in engine/live/supervisor.py) ------------------------
+    def refresh(self) -> bool:
         """Observe every task (slow, no state lock), then apply what was seen (quick, under it)."""
         seen = [task.observe() for task in self.workers]
         # TensorBoard scalars (engine/readers/tensorboard.py) are the chief's curves too; a last look at the end.
-        epochs, steps = self._tensorboard.poll_safely(lambda note: self._say(note=note),
+        epochs, steps = self._tensorboard.poll_safely(lambda note: self.say(note=note),
                                                       rescan=all(t.returncode is not None for t in self.workers))
         with self._lock:
             changed = any([task.apply(observation) for task, observation in zip(self.workers, seen)])
@@ -262,44 +233,33 @@ class Run(RunReading, Supervisor, TaskControl):
                 self.chief.metrics.feed_rows(epochs, steps, steps_per_epoch=self._tensorboard.steps_per_epoch)
             return changed or bool(epochs or steps)
 
-    def _diagnose(self, final: bool = False, now_please: bool = False) -> None:
-        # Once kwnb is ending the run, what held until then stays said (a stop must not erase "stalled").
-        final = final or self._stopping
-        now = time.time()
-        if final or now_please or now - self._diagnosed_at >= DIAGNOSE_SECONDS:
-            self._diagnosed_at = now
-            found = diagnose.findings(self, now)  # outside the state lock: it may ask tasks for their stacks
-            with self._lock:
-                diagnose.merge(self, found, now, final=final)
-
-    def _end_sidecars(self) -> None:
+    def end_sidecars(self) -> None:
         """Training is over: after their grace period, stop the sidecars (an evaluator) still running."""
         due = self._sidecars.due()
         if due:
-            self._say(note=self._sidecars.stop(due, lambda task: task._stop(self.stop_grace)))
-            self._refresh()
+            self.say(note=self._sidecars.stop(due, lambda task: task._stop(self.stop_grace)))
+            self.refresh()
 
-    def _stop_all(self, count_as_stop: bool = True) -> None:
+    def stop_all(self, count_as_stop: bool = True) -> None:
         self._stopping = count_as_stop
-        self._stop_tasks(self.workers)
+        self.stop_tasks(self.workers)
 
-    def _stop_tasks(self, tasks: list[Task]) -> None:
+    def stop_tasks(self, tasks: list[Task]) -> None:
         """TERM, then KILL after stop_grace, to every task at once (TensorFlow catches TERM), then a look."""
-        stoppers = [threading.Thread(target=self._guarded, args=(f"stopping {task.id}", task._stop, self.stop_grace))
+        stoppers = [threading.Thread(target=guarded, args=(self, f"stopping {task.id}", task._stop, self.stop_grace))
                     for task in tasks]
         for thread in stoppers:
             thread.start()
         for thread in stoppers:
             thread.join()
-        self._refresh()
+        self.refresh()
 
-    def _relaunch_all(self, why: str) -> None:
+    def relaunch(self, why: str) -> None:
         for task in self.workers:
             log_separator(task, why)
-        self._failed_at = None
         self._launch_all()
 
-    def _say(self, note: str = "", reason: str = "", replace: bool = True) -> None:
+    def say(self, note: str = "", reason: str = "", replace: bool = True) -> None:
         """The one writer of the run's notes and reason (under the state lock); both go to kwnb.log too."""
         with self._lock:
             if note:
@@ -310,9 +270,42 @@ class Run(RunReading, Supervisor, TaskControl):
             if text:
                 self.log.info("%s: %s", "note" if text is note else "reason", text)
 
+    def fail(self, reason: str) -> None:
+        """The run failed for `reason`, whatever its tasks did (a launch or the supervisor that raised)."""
+        self.say(reason=reason)
+        self._outcome = Status.FAILED
+
+    def apply_findings(self, found: list[Diagnosis], now: float, final: bool) -> None:
+        """What a diagnosis pass found, merged into the diagnoses under the state lock (diagnose.merge)."""
+        with self._lock:
+            self.diagnoses, new = diagnose.merge(self.diagnoses, found, now, final=final)
+            self.diagnosis_history.extend(new)
+
+    def finish_launcher(self) -> None:
+        for note in self.launcher.finish():  # e.g. Slurm's scancel of a job that outlived its tasks
+            self.say(note=note)
+
+    def mark_ended(self) -> None:
+        """The supervisor's last step: nothing may wait for this run any longer."""
+        self.ended_at = self.ended_at or time.time()
+        self._done.set()
+
+    @property
+    def state_lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def control_lock(self) -> threading.RLock:
+        return self._control
+
+    @property
+    def stopping(self) -> bool:
+        """kwnb is ending the run: a stop, a timeout or the failure policy (not a relaunch)."""
+        return self._stopping
+
     def add_note(self, note: str) -> None:
         """Tell the user something about this run (its summary lists the notes), e.g. from an on_end callback."""
-        self._say(note=note)
+        self.say(note=note)
 
     # ----- control ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> list[int | None]:
@@ -324,12 +317,12 @@ class Run(RunReading, Supervisor, TaskControl):
         """End every task (TERM, then KILL after a grace period) and wait for the run to close."""
         with self._control:
             if self.started_at is None and not self.done:  # never started: nothing to end, but it is over
-                self._say(reason=reason)
+                self.say(reason=reason)
                 self._outcome, self.ended_at = Status.STOPPED, time.time()
                 self._done.set()
             elif not self.done and not self._stopping:
-                self._say(reason=reason)
-                self._stop_all()
+                self.say(reason=reason)
+                self.stop_all()
         return self.wait(timeout=self.stop_grace + 5)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
@@ -365,14 +358,10 @@ class Run(RunReading, Supervisor, TaskControl):
 
     @property
     def status(self) -> Status:
-        if self._outcome is not None:
+        if self._outcome is not None:  # the run ended before its tasks could (a failed launch, a stop before start)
             return self._outcome
-        statuses = [task.status for task in self.workers]
-        if not self.done and not all(task.returncode is not None for task in self.workers):
-            if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
-                return Status.PENDING if Status.PENDING in statuses else Status.STARTING
-            return Status.RUNNING
-        return Status(roles.status(self.workers, self.timed_out))  # the training tasks decide (an evaluator does not)
+        ended = self.done or all(task.returncode is not None for task in self.workers)
+        return roles.status(self.workers, self.timed_out, ended)
 
     @property
     def elapsed(self) -> float:

@@ -18,6 +18,7 @@ import time
 
 from ...task.tf_config import OUTSIDE_CLUSTER, TaskId
 from ..readers.evaluation import EvaluationParser
+from .status import Status
 
 # Evaluating one checkpoint of a small model takes 2-10 s here; reading it, a second more. A script that
 # passes max_evaluations=EPOCHS to SidecarEvaluator ends by itself sooner.
@@ -56,18 +57,24 @@ def prepare(tasks: list) -> None:
             task.metrics = EvaluationParser()
 
 
-def status(tasks: list, timed_out: bool) -> str:
-    """An ended run's status, from its training tasks."""
+def status(tasks: list, timed_out: bool, ended: bool = True) -> Status:
+    """A run's status, decided here alone: while it goes, pending or starting until a task runs, then running;
+    once it `ended`, from its training tasks (an evaluator's does not count)."""
+    if not ended:
+        statuses = [task.status for task in tasks]
+        if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
+            return Status.PENDING if Status.PENDING in statuses else Status.STARTING
+        return Status.RUNNING
     statuses = [task.status for task in training(tasks)]
     if timed_out:
-        return "failed"
-    if tasks[0].task_type == "chief" and tasks[0].status == "finished":
-        return "finished"  # the chief decides, as TensorFlow's (and a TFJob's) success policy does
-    if "failed" in statuses:
-        return "failed"
-    if "stopped" in statuses:
-        return "stopped"
-    return "finished"
+        return Status.FAILED
+    if tasks[0].task_type == "chief" and tasks[0].status == Status.FINISHED:
+        return Status.FINISHED  # the chief decides, as TensorFlow's (and a TFJob's) success policy does
+    if Status.FAILED in statuses:
+        return Status.FAILED
+    if Status.STOPPED in statuses:
+        return Status.STOPPED
+    return Status.FINISHED
 
 
 class Sidecars:

@@ -27,6 +27,17 @@ class Status(str, Enum):
 ENDED = (Status.FINISHED, Status.FAILED, Status.STOPPED)
 
 
+def task_status(current: Status, returncode: int | None, stop_requested: bool, serving: bool, queued: bool) -> Status:
+    """A task's status, decided here alone. Once it exited: stopped if kwnb ended it, else finished (exit 0) or
+    failed. Until then: running once it serves or prints (`serving`), before that pending while a scheduler
+    keeps it `queued`, else starting; a task that ran never goes back to starting."""
+    if returncode is not None:
+        return Status.STOPPED if stop_requested else Status.FINISHED if returncode == 0 else Status.FAILED
+    if current not in (Status.STARTING, Status.PENDING):
+        return current
+    return Status.RUNNING if serving else Status.PENDING if queued else Status.STARTING
+
+
 class Phase(str, Enum):
     """What a task is doing (engine/tasks/vitals.py says how each is told apart); its ended ones are its status."""
 

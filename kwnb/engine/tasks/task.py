@@ -23,8 +23,8 @@ from ..readers.follow import FileFollower
 from ..readers.metrics import MetricsParser
 from ..readers.output import Lines, TaskOutput
 from ..readers.screen import TerminalScreen
-from .status import Status
-from .vitals import Vitals
+from .status import Status, task_status
+from .vitals import Vitals, last_step, phase_of
 
 PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
 SAMPLE_SECONDS = 1.0  # memory and state: psutil costs ~1 ms a look; once a second is enough for a peak
@@ -247,19 +247,21 @@ class Task:
         if seen.returncode is not None:
             self.signals.record(self._scanner.close(), now)
             self.returncode, self.ended_at = seen.returncode, time.time()
-            self.status = Status.STOPPED if self._stop_requested else \
-                Status.FINISHED if seen.returncode == 0 else Status.FAILED
-            self.vitals.update(self, now)
+            self.status = task_status(self.status, seen.returncode, self._stop_requested, False, False)
+            self._update_vitals(now)
             return True
         if seen.tf_config and not self.tf_config:
             self.tf_config, changed = seen.tf_config, True
         if seen.port_open and self.port_open_at is None:
             self.port_open_at = time.time()
-        if self.status in (Status.STARTING, Status.PENDING):
-            status = Status.RUNNING if (self.port_open_at or self.screen.total_lines) else \
-                Status.PENDING if seen.queued else Status.STARTING
-            changed, self.status = changed or status != self.status, status
-        return self.vitals.update(self, now) or changed
+        serving = bool(self.port_open_at or self.screen.total_lines)
+        status = task_status(self.status, None, self._stop_requested, serving, seen.queued)
+        changed, self.status = changed or status != self.status, status
+        return self._update_vitals(now) or changed
+
+    def _update_vitals(self, now: float) -> bool:
+        """Note the phase and step the task is at (engine/tasks/vitals.py); whether the phase changed."""
+        return self.vitals.update(phase_of(self.status, self.signals, self.metrics), last_step(self.metrics.steps), now)
 
     def _took(self, lines: Lines) -> None:
         """The reader's first sink (under the run's state lock): the metrics and signals read the text as written."""

@@ -20,21 +20,21 @@ from .status import Phase, Status
 
 if TYPE_CHECKING:
     from ...backends.base import Sample
-    from .task import Task
+    from ..readers.metrics import MetricsParser
 
 PHASES = tuple(Phase)  # pending, starting, joining, training, finishing, finished, failed, stopped
 RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth Keras's 0.05 s redraws
 
 
-def phase_of(task: "Task") -> Phase:
-    if task.returncode is not None:
-        return Phase(task.status)
-    if task.status == Status.PENDING:
+def phase_of(status: Status, signals, metrics: "MetricsParser") -> Phase:
+    """A task's phase from its status, what TensorFlow said (its Signals: engine/tasks/task.py, which imports
+    this module) and its metric rows."""
+    if status.ended:
+        return Phase(status)
+    if status == Status.PENDING:
         return Phase.PENDING
-    signals = task.signals
     if signals.waiting is not None and signals.waiting.waiting:
         return Phase.JOINING  # the coordination leader, waiting for the others
-    metrics = task.metrics
     if metrics.total_epochs and len(metrics.epochs) >= metrics.total_epochs:
         return Phase.FINISHING
     if signals.connected_at is not None or metrics.steps or metrics.epochs:
@@ -54,10 +54,9 @@ class Vitals:
     def phase(self) -> Phase:
         return self.phases[-1][1] if self.phases else Phase.STARTING
 
-    def update(self, task: "Task", now: float) -> bool:
-        """Note a new phase and the step count; returns whether the phase changed."""
-        self._note_step(task, now)
-        current = phase_of(task)
+    def update(self, current: Phase, step: int | None, now: float) -> bool:
+        """Note the task's phase and its latest global step; returns whether the phase changed."""
+        self._note_step(step, now)
         if current == self.phase and self.phases:
             return False
         self.phases.append((now, current))
@@ -74,10 +73,9 @@ class Vitals:
             self.cpu_percent = max(0.0, 100 * (sample.cpu - self._cpu[1]) / (now - self._cpu[0]))
         self._cpu = (now, sample.cpu)
 
-    def _note_step(self, task: "Task", now: float) -> None:
-        steps = task.metrics.steps
-        if steps and (not self._steps or self._steps[-1][1] != steps[-1]["step"]):
-            self._steps.append((now, steps[-1]["step"]))
+    def _note_step(self, step: int | None, now: float) -> None:
+        if step is not None and (not self._steps or self._steps[-1][1] != step):
+            self._steps.append((now, step))
         while self._steps and now - self._steps[0][0] > RATE_SECONDS:
             self._steps.popleft()
 
@@ -91,11 +89,11 @@ class Vitals:
             return 0.0  # no step for a while
         return (s1 - s0) / (t1 - t0) if t1 > t0 else None
 
-    def mean_rate(self, task: "Task") -> float | None:
-        """Steps per second over the whole time spent training (for the summary, once a task ended)."""
-        training = self.time_in(until=task.ended_at).get(Phase.TRAINING, 0.0)
-        steps = task.metrics.steps
-        return steps[-1]["step"] / training if steps and training > 0 else None
+    def mean_rate(self, ended_at: float | None, step: int | None) -> float | None:
+        """Steps per second over the whole time spent training (for the summary, once a task ended at
+        `ended_at`, its last global step `step`)."""
+        training = self.time_in(until=ended_at).get(Phase.TRAINING, 0.0)
+        return step / training if step and training > 0 else None
 
     def time_in(self, until: float | None = None) -> dict[str, float]:
         """Seconds spent in each phase (all attempts together), up to `until` (now by default)."""
@@ -108,10 +106,15 @@ class Vitals:
         return spent
 
 
-def queued_seconds(tasks: list["Task"], now: float | None = None) -> float:
+def last_step(steps: list[dict]) -> int | None:
+    """The latest global step of a task's step rows (engine/readers/metrics.py), or None."""
+    return steps[-1]["step"] if steps else None
+
+
+def queued_seconds(vitals: list[Vitals], now: float | None = None) -> float:
     """How long the run's tasks waited in a scheduler's queue (phase "pending"), every attempt together.
 
     A Slurm job's tasks leave the queue together, so the longest any task waited is the run's; local
     tasks never wait there (0). `--timeout` does not count this time.
     """
-    return max((task.vitals.time_in(until=now).get("pending", 0.0) for task in tasks), default=0.0)
+    return max((each.time_in(until=now).get("pending", 0.0) for each in vitals), default=0.0)

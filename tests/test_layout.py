@@ -1,7 +1,10 @@
 """The shape of kwnb/: which way imports go, what each layer may import, and what loads when.
 
-docs/architecture.md describes the layers; these tests keep them true:
-- no import cycle between kwnb's modules;
+docs/architecture.md draws the layers; these tests keep them true:
+- no import cycle between kwnb's modules, type-only (`if TYPE_CHECKING:`) imports included: a type hint
+  that reaches back is a dependency all the same;
+- the layer rule: a module imports only from its own layer or the ones below it (LAYERS, lowest first),
+  type-only imports included;
 - only kwnb/notebook/ imports IPython or ipywidgets;
 - kwnb/task/ (code that runs inside a task, under any Python) imports only the standard library;
 - `kwnb.launch` in a plain Python process imports neither IPython, ipywidgets nor pyplot, and
@@ -32,8 +35,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path) -> list[tuple[str, bool]]:
-    """(module imported, whether at module level) for every import that runs, relative ones resolved."""
+def imports_of(path: Path, typing_too: bool = True) -> list[tuple[str, bool]]:
+    """(module imported, whether at module level) for every import, relative ones resolved; those under
+    `if TYPE_CHECKING:` only with typing_too (they never run, but they are a dependency all the same)."""
     tree = ast.parse(path.read_text())
     package = module_name(path).split(".") if path.name == "__init__.py" else module_name(path).split(".")[:-1]
     top_level = {id(node) for node in tree.body}
@@ -41,7 +45,7 @@ def imports_of(path: Path) -> list[tuple[str, bool]]:
                    ast.unparse(node.test) for inner in ast.walk(node)}
     found = []
     for node in ast.walk(tree):
-        if id(node) in typing_only:  # annotations only: never imported when the code runs
+        if id(node) in typing_only and not typing_too:
             continue
         if isinstance(node, ast.Import):
             found += [(alias.name, id(node) in top_level) for alias in node.names]
@@ -82,10 +86,56 @@ def test_no_import_cycles():
 
 
 def test_the_checks_see_imports():
-    """The graph the cycle test walks is not empty: it finds imports known to be there."""
+    """The graph the cycle test walks is not empty: it finds imports known to be there, type-only ones too."""
     assert "kwnb.engine.tasks.task" in kwnb_imports("kwnb.engine.live.run")
     assert "kwnb.task.runfolder" in kwnb_imports("kwnb.task.report")
     assert ("IPython.core.magic.Magics", True) in imports_of(MODULES["kwnb.notebook.magics"])
+    probe = PACKAGE.parent / "tests" / "data" / "layout_probe.py"
+    assert "kwnb.engine.live.run" in {name for name, _ in imports_of(probe)}
+    assert "kwnb.engine.live.run" not in {name for name, _ in imports_of(probe, typing_too=False)}
+
+
+# The layers, lowest first: a module may import from its own layer and those below, never from above.
+# Within the engine each concern is a layer of its own: what a task wrote (readers), one task (tasks), what
+# goes wrong (diagnoses), what is kept and shown (records), the running run (live).
+LAYERS = (
+    ("kwnb.errors", "kwnb.version"),                     # plain definitions everyone shares
+    ("kwnb.task",),                                      # runs inside each task: standard library only
+    ("kwnb.machine", "kwnb.datasets"),                   # facts about this machine; sample data
+    ("kwnb.backends", "kwnb.export"),                    # ways of starting tasks; a run as Kubernetes objects
+    ("kwnb.engine.readers",),
+    ("kwnb.engine.tasks",),
+    ("kwnb.engine.diagnoses",),
+    ("kwnb.engine.records",),
+    ("kwnb.engine.live", "kwnb.engine"),
+    ("kwnb.pictures",),                                  # drawn from snapshots
+    ("kwnb.api", "kwnb.options", "kwnb.doctor", "kwnb.slurm"),
+    ("kwnb.notebook", "kwnb.cli", "kwnb.__main__", "kwnb"),  # the views, and the package's lazy entry points
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of the longest prefix that names the module (kwnb.engine.live.run: kwnb.engine.live's)."""
+    found = [(len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
+             if module == prefix or module.startswith(prefix + ".")]
+    assert found, f"{module} is in no layer: add its package to LAYERS"
+    return max(found)[1]
+
+
+def test_every_module_has_a_layer():
+    assert sorted({layer_of(name) for name in MODULES}) == list(range(len(LAYERS)))
+
+
+def test_no_module_imports_from_a_higher_layer():
+    upward = [f"{name} (layer {layer_of(name)}) imports {imported} (layer {layer_of(imported)})"
+              for name in MODULES for imported in kwnb_imports(name) - {"kwnb"}
+              if layer_of(imported) > layer_of(name)]
+    assert not upward, upward
+
+
+def test_the_layer_rule_finds_an_upward_import():
+    assert layer_of("kwnb.engine.live.run") > layer_of("kwnb.engine.diagnoses.diagnose") > layer_of("kwnb.machine.limits")
+    assert layer_of("kwnb.engine.records.snapshot") < layer_of("kwnb.pictures.plotting") < layer_of("kwnb.notebook.magics")
 
 
 def test_only_the_notebook_layer_imports_ipython_or_ipywidgets():

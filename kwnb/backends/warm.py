@@ -9,8 +9,8 @@ Rules that keep it correct and cheap:
   task starts cold, and the next refill builds the pool for the new key.
 - Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
   only when other work leaves the CPUs quiet (an import must not compete with anyone's training),
-  at nice 19; never more than the session's limits allow: one per CPU it may use, and what fits in
-  its memory limit with the next run's needs to spare (warm_room.py); emptied after 10 idle minutes
+  at nice 19; never more than the session's memory limit holds once each has become a training task,
+  with some to spare, however few its CPUs (warm_room.py); emptied after 10 idle minutes
   and at exit. Each warm interpreter runs the bootstrap's parent watchdog, so a SIGKILLed kernel
   leaves none behind.
 - Local backend only. Under `--network private` the pool keeps its interpreters in a private

@@ -9,6 +9,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from kwnb.backends import netns, network_choice
 from kwnb import doctor
 from kwnb.machine.limits import read_limits
@@ -153,6 +155,8 @@ warm.POOL.stop()
 """
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(450)
 def test_idle_warm_interpreters_count_as_memory_left(tmp_path):
     """Issue 30: the doctor counted a 569 MB warm interpreter as memory in use and warned of the OOM killer."""
     memory, cpu = real_v1_group("memory"), real_v1_group("cpu")

@@ -171,7 +171,10 @@ def test_idle_warm_interpreters_count_as_memory_left(tmp_path):
         assert lines, done.stdout[-2000:] + done.stderr[-3000:]
         result = __import__("json").loads(lines[-1][7:])
         assert result["ready"] == 2 and result["pool"] >= 300 << 20, result  # each kernel's own: found by their logs
-        assert abs(result["pool"] - result["pss"]) < 50 << 20, result  # what this process's pool says it holds
+        # What this process's pool says it holds, but never more than the group's usage: PSS also counts library
+        # pages another group was charged for (loaded first outside it).
+        assert result["pool"] == result["used"] or abs(result["pool"] - result["pss"]) < 50 << 20, result
+        assert result["pool"] <= result["used"], result
         assert f"not counting {format_size(result['pool'])} of idle warm interpreters" in result["memory"], result
         assert result["left"] == 2 * GiB - result["used"] + result["pool"], result
         assert result["fit_ok"] and not result["old_fit_ok"], result  # counted in use, they made a run look unfit

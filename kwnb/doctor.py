@@ -4,13 +4,16 @@ What a workshop organiser runs on the hub's image before class, or a learner pas
 the Python the tasks run; TensorFlow, tf-keras and TensorBoard and whether their versions match
 (checked in a subprocess of that Python, which imports them as a task would: this process imports no
 TensorFlow); the limits kwnb reads and where each comes from (machine/limits.py); whether a 2-worker
-run fits in the memory left; the warm pool; the network a run would get and why (backends/netns.py);
-where runs are written; Slurm, where `sbatch` is on the PATH.
+run fits in the memory left (idle warm interpreters' memory counted as left: the pool gives it back);
+the warm pool; the network a run would get and why (backends/netns.py); where runs are written; for a
+workshop's organiser, who uses this machine, whether each has limits of their own and is isolated
+from the others, and how many 2-worker runs the machine holds at once; Slurm, where `sbatch` is on the PATH.
 
 A warning that means a run could not work at all is `blocking`: `kwnb doctor` then exits 1.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +21,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from .errors import KwnbError
 from .engine.live.inputs import find_python
@@ -74,13 +79,14 @@ def checks(python: str | None = None, environ: dict | None = None) -> list[Check
         return found + [Check("python", False, str(error), "give --python a Python on the PATH, or its full path", True)]
     probe = probe_python(executable, environ)
     found += python_checks(executable, probe)
-    limits = read_limits(environ)
-    found += limit_checks(limits)
+    limits, pool_memory = limits_less_the_pool(read_limits(environ), environ)
+    found += limit_checks(limits, pool_memory)
     found.append(fit_check(limits, probe))
     found.append(pool_check(environ))
     found.append(network_check(environ))
     found.append(reach_check(environ))
     found.append(runs_dir_check())
+    found += workshop_checks(limits, probe, environ)
     slurm = slurm_check()
     if slurm is not None:
         found.append(slurm)
@@ -145,9 +151,25 @@ def python_checks(executable: str, probe: dict) -> list[Check]:
     return out
 
 
-def limit_checks(limits) -> list[Check]:
+def limits_less_the_pool(limits, environ: dict):
+    """(the limits with the idle warm interpreters' memory counted as left, that memory): it is in the
+    limit's usage, but the pool gives it back, as the next run's tasks or when emptied (issue 30: a
+    569 MB interpreter made a run that peaked at 1174 of 2048 MiB look like an out-of-memory kill)."""
+    from .backends.warm import WARM_ENV, idle_memory
+
+    if environ.get(WARM_ENV, "1") == "0":
+        return limits, 0
+    in_group = limits.cgroup is not None and limits.memory_source.startswith("cgroup")  # the group's usage counts them
+    pool = min(idle_memory(limits.cgroup.path if in_group else None), limits.memory_used)
+    return dataclasses.replace(limits, memory_used=limits.memory_used - pool), pool
+
+
+def limit_checks(limits, pool_memory: int = 0) -> list[Check]:
+    pool = f" (not counting {format_size(pool_memory)} of idle warm interpreters: the pool gives it back)" \
+        if pool_memory else ""
     memory = Check("memory", True, f"{format_size(limits.memory)} ({_source(limits.memory_source)}), "
-                                   f"{format_size(limits.memory_used)} in use, {format_size(limits.memory_available)} left")
+                                   f"{format_size(limits.memory_used)} in use{pool}, "
+                                   f"{format_size(limits.memory_available)} left")
     text = f"{limits.cpus:g} ({_source(limits.cpus_source)})"
     if limits.cpus >= RUN_TASKS:
         return [memory, Check("cpus", True, text)]
@@ -260,9 +282,82 @@ def reach_check(environ: dict) -> Check:
     if not who:
         return Check("reach", True, "no one else seen: no JupyterHub, no other account's processes or logins, no "
                      "public address; hosts on this machine's own network can still connect to the tasks")
-    fix = ("unset KWNB_NETWORK" if choice.given and found.possible else "the organiser can allow unprivileged "
-           "user namespaces (then each run is private)" if not found.possible else "--network private")
-    return Check("reach", False, f"{who} can connect to the tasks' ports and run code as you", fix)
+    return Check("reach", False, f"{who} can connect to the tasks' ports and run code as you",
+                 _reach_fix(found, choice))
+
+
+def _reach_fix(found, choice) -> str:
+    return ("unset KWNB_NETWORK" if choice.given and found.possible else "the organiser can allow unprivileged "
+            "user namespaces (then each run is private)" if not found.possible else "--network private")
+
+
+def workshop_checks(limits, probe: dict, environ: dict) -> list[Check]:
+    """For an organiser: who uses this machine, whether each has limits of their own and is isolated
+    from the others, and how many 2-worker runs the machine holds at once."""
+    try:
+        decision = _network_decision(environ)
+    except KwnbError:
+        decision = None
+    others = decision[1] if decision else None
+    return [_users_check(others), _own_limits_check(limits, others), _isolation_check(decision), _capacity_check(probe)]
+
+
+def _users_check(others) -> Check:
+    if others is None:
+        return Check("workshop", True, "users: unknown until the network line above is fixed")
+    uids, accounts = [os.geteuid(), *others.other_uids], len(others.other_uids) + 1
+    text = (f"users: {accounts} account{'s' * (accounts != 1)} with processes or logins here (uid "
+            f"{', '.join(map(str, uids[:6]))}{', ...' * (accounts > 6)}, yours first)")
+    if others.hub:
+        text += f"; ${others.hub} is set: learners in containers of their own are not seen from here"
+    return Check("workshop", True, text)
+
+
+def _own_limits_check(limits, others) -> Check:
+    """Whether the limits are each user's own and enforced: a cgroup's are; JupyterHub's variables only say
+    them. A warning only where others use this machine: a laptop's owner needs no limit against themselves."""
+    text = (f"limits per user: memory {format_size(limits.memory)} ({_source(limits.memory_source)}), "
+            f"{limits.cpus:g} CPU{'s' * (limits.cpus != 1)} ({_source(limits.cpus_source)})")
+    unlimited = [name for name, source in (("memory", limits.memory_source), ("CPUs", limits.cpus_source))
+                 if not source.startswith("cgroup")]
+    if not unlimited:
+        return Check("workshop", True, text + ": enforced by the kernel")
+    if others is not None and not others.on_this_machine:
+        return Check("workshop", True, text + ": no one else uses this machine")
+    return Check("workshop", False, f"{text}: no cgroup limits {' or '.join(unlimited)} here, so one learner's run "
+                 "can take them from everyone", "have the spawner enforce mem_limit and cpu_limit (a cgroup: "
+                 "DockerSpawner, KubeSpawner or SystemdSpawner)")
+
+
+def _isolation_check(decision) -> Check:
+    """Reach, seen from the workshop: the network decision the launcher makes (the reach line above says who)."""
+    if decision is None:
+        return Check("workshop", False, "learners isolated: unknown until the network line above is fixed")
+    found, others, choice = decision
+    if choice.network == "private":
+        return Check("workshop", True, "learners isolated from each other: each run's network is private")
+    if not others.present:
+        return Check("workshop", True, "learners isolated: no one else seen (reach above); runs use the host's "
+                     "network")
+    return Check("workshop", False, "learners not isolated: runs use the host's network, where the others can "
+                 "connect to each other's tasks (reach above)", _reach_fix(found, choice))
+
+
+def _capacity_check(probe: dict) -> Check:
+    """2-worker runs the machine holds at once, by its memory and CPUs, with the per-task numbers of the fit line."""
+    per_task = probe.get("peak_rss") or 0
+    if not per_task or "tensorflow" in probe.get("errors", {}):
+        return Check("workshop", False, "capacity: unknown until TensorFlow can be measured",
+                     "fix the TensorFlow line above")
+    run = RUN_TASKS * (per_task + TRAINING_MARGIN)
+    memory, cores = psutil.virtual_memory().total, psutil.cpu_count() or 1
+    by_memory, by_cpus = memory // run, cores // RUN_TASKS
+    held = min(by_memory, by_cpus)
+    return Check("workshop", held >= 1, f"capacity: this machine holds {held} {RUN_TASKS}-worker "
+                 f"run{'s' * (held != 1)} at once: {by_memory} by its memory ({format_size(memory)}, "
+                 f"{format_size(run)} per run), {by_cpus} by its {cores} CPU{'s' * (cores != 1)} (one per worker); "
+                 "a kernel's full warm pool takes about its run's memory while idle",
+                 "a bigger machine, or runs with -n 1")
 
 
 def runs_dir_check() -> Check:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
+
+import pytest
 
 from kwnb.backends import netns, network_choice
 from kwnb import doctor
@@ -123,3 +126,91 @@ def test_a_private_network_that_cannot_be_made_blocks_runs(monkeypatch):
     host = doctor.network_check({})
     assert not host.ok and not host.blocking and host.text.startswith("host by default: kwnb cannot make a private network")
     assert "user namespaces" in host.fix
+
+
+# In a 2 GiB group, as on Binder: the pool's two idle interpreters are in the group's usage, but theirs to give back.
+WITH_A_FULL_POOL = """
+import json, os, sys, time
+for procs in sys.argv[1:3]:
+    with open(procs, "w") as handle:
+        handle.write(str(os.getpid()))
+from kwnb import doctor
+from kwnb.backends import warm, warm_room
+from kwnb.machine.limits import read_limits
+warm_room.BUSY_SHARE = float("inf")  # how much, not when (tests/test_warm_pool.py)
+env = dict(os.environ)
+warm.POOL.prepare(sys.executable, env, os.getcwd(), 2, False)
+deadline = time.monotonic() + 240
+while sum(w["ready"] for w in warm.POOL.status()) < 2 and time.monotonic() < deadline:
+    time.sleep(0.2)
+probe = doctor.probe_python(sys.executable, env)
+raw = read_limits(env)
+limits, pool = doctor.limits_less_the_pool(raw, env)
+memory, _ = doctor.limit_checks(limits, pool)
+print("RESULT " + json.dumps({"ready": len(warm.POOL.status()), "pss": warm.POOL.memory(), "pool": pool,
+                              "used": raw.memory_used, "left": limits.memory_available, "memory": memory.text,
+                              "fit": doctor.fit_check(limits, probe).text, "fit_ok": doctor.fit_check(limits, probe).ok,
+                              "old_fit_ok": doctor.fit_check(raw, probe).ok}), flush=True)
+warm.POOL.stop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(450)
+def test_idle_warm_interpreters_count_as_memory_left(tmp_path):
+    """Issue 30: the doctor counted a 569 MB warm interpreter as memory in use and warned of the OOM killer."""
+    memory, cpu = real_v1_group("memory"), real_v1_group("cpu")
+    try:
+        (memory / "memory.limit_in_bytes").write_text(str(2 * GiB))
+        (cpu / "cpu.cfs_period_us").write_text("100000")
+        (cpu / "cpu.cfs_quota_us").write_text("100000")
+        env = {**ENV, "KWNB_WARM": "1"}
+        done = subprocess.run([sys.executable, "-c", WITH_A_FULL_POOL, str(memory / "cgroup.procs"),
+                               str(cpu / "cgroup.procs")], capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+        result = __import__("json").loads(lines[-1][7:])
+        assert result["ready"] == 2 and result["pool"] >= 300 << 20, result  # each kernel's own: found by their logs
+        # What this process's pool says it holds, but never more than the group's usage: PSS also counts library
+        # pages another group was charged for (loaded first outside it).
+        assert result["pool"] == result["used"] or abs(result["pool"] - result["pss"]) < 50 << 20, result
+        assert result["pool"] <= result["used"], result
+        assert f"not counting {format_size(result['pool'])} of idle warm interpreters" in result["memory"], result
+        assert result["left"] == 2 * GiB - result["used"] + result["pool"], result
+        assert result["fit_ok"] and not result["old_fit_ok"], result  # counted in use, they made a run look unfit
+    finally:
+        for group in (memory, cpu):
+            for pid in (group / "cgroup.procs").read_text().split():
+                os.kill(int(pid), 9)
+            time.sleep(0.5)
+            group.rmdir()
+
+
+def test_the_workshop_section_says_who_their_limits_isolation_and_how_many_runs_fit(monkeypatch):
+    from kwnb.machine.neighbours import Neighbours
+
+    limits = read_limits({"MEM_LIMIT": str(2 * GiB), "CPU_LIMIT": "1"})
+    learners = Neighbours(other_uids=(1001, 1002))
+    unable = netns.Support("a seccomp filter", "", True)  # no private network: runs share the host's
+    monkeypatch.setattr(doctor, "_network_decision", lambda environ: (
+        unable, learners, network_choice.choose(None, "", False, unable, learners)))
+    monkeypatch.setattr(doctor.psutil, "virtual_memory", lambda: type("Memory", (), {"total": 16 * GiB})())
+    monkeypatch.setattr(doctor.psutil, "cpu_count", lambda logical=True: 8)
+    users, own, isolation, capacity = doctor.workshop_checks(limits, {"peak_rss": 600 << 20, "errors": {}}, {})
+    assert users.ok and users.text.startswith(f"users: 3 accounts with processes or logins here (uid {os.geteuid()}, "
+                                              "1001, 1002, yours first)"), users.text
+    assert not own.ok and "memory 2.0 GiB ($MEM_LIMIT, set by JupyterHub), 1 CPU ($CPU_LIMIT" in own.text, own.text
+    assert "no cgroup limits memory or CPUs here" in own.text and "mem_limit and cpu_limit" in own.fix
+    assert not isolation.ok and isolation.text.startswith("learners not isolated"), isolation.text
+    assert isolation.fix == doctor.reach_check({}).fix  # the reach line's decision and fix, not another's
+    # A run: 2 x (600 MiB + 250 MiB) = 1.7 GiB; 16 GiB holds 9 of them, 8 CPUs 4 (one per worker).
+    assert capacity.ok and capacity.text.startswith("capacity: this machine holds 4 2-worker runs at once: 9 by its "
+                                                    "memory (16 GiB, 1.7 GiB per run), 4 by its 8 CPUs"), capacity.text
+    alone = Neighbours()
+    monkeypatch.setattr(doctor, "_network_decision", lambda environ: (
+        netns.Support("", "slirp4netns", False), alone, network_choice.choose(None, "", False, unable, alone)))
+    _, own, isolation, _ = doctor.workshop_checks(limits, {}, {})
+    assert own.ok and own.text.endswith("no one else uses this machine")  # a laptop: no limit needed against oneself
+    assert isolation.ok
+    with_pool = doctor.limit_checks(limits, 569 * 10**6)[0]
+    assert "not counting 543 MiB of idle warm interpreters: the pool gives it back" in with_pool.text

@@ -1,6 +1,7 @@
 """The warm pool inside a session limited as on Binder (2 GiB, one CPU): a cgroup v1 memory, cpu and
 cpuacct group the test makes (root only), with a small "kernel" process moved into it. After a 64-task
-run the pool starts no more than its cap, at nice 19; while another process of the session trains,
+run the pool starts no more than its cap (what fits in memory), at nice 19; after a 2-worker run the
+re-run starts both tasks warm, though the session has one CPU; while another process of the session trains,
 it does not refill, and it does once the training stops."""
 from __future__ import annotations
 
@@ -103,6 +104,25 @@ print("RESULT " + json.dumps({"codes": sorted(set(codes)), "started": len(starte
 warm.POOL.stop()
 """
 
+RE_RUN = JOIN + """
+import kwnb
+warm_room.BUSY_SHARE = float("inf")  # how many, not when (as above)
+folder = sys.argv[4]
+with open(os.path.join(folder, "light.py"), "w") as handle:
+    handle.write("print('light task')")
+def run():
+    made = kwnb.launch(os.path.join(folder, "light.py"), n=2, runs_dir=os.path.join(folder, "runs"), cwd=folder,
+                       network="host", warm=True)
+    return made.wait(300), made
+first_codes, first = run()
+ready = wait_for(lambda: sum(w["ready"] for w in warm.POOL.status()) == 2, 240)
+pool = {"ready": ready, "status": len(warm.POOL.status()), "cap": warm.POOL.cap_reason, "refused": warm.POOL.refused}
+codes, again = run()
+print("RESULT " + json.dumps({"codes": first_codes + codes, "first_warm": [t.warm for t in first.workers],
+                              "warm": [t.warm for t in again.workers], "summary": again.summary(), **pool}), flush=True)
+warm.POOL.stop()
+"""
+
 WHILE_TRAINING = JOIN + """
 import subprocess
 warm.QUIET_RETRY = 0.2
@@ -144,11 +164,24 @@ def in_group(procs: list[str], code: str, *args: str, timeout: float = 900) -> d
 def test_after_a_64_task_run_the_pool_starts_no_more_than_its_cap(binder_group, tmp_path):
     result = in_group(binder_group, AFTER_64_TASKS, str(tmp_path))
     assert result["codes"] == [0]
-    assert result["started"] == 1 and result["idle"] == 1, result  # one CPU: one interpreter, not 64
-    assert result["cap"].startswith("at most 1, by the CPUs: 1 CPU (cgroup v1 cpu.cfs_quota_us)"), result
+    assert result["started"] == 2 and result["idle"] == 2, result  # 2 GiB: two training tasks' worth, not 64
+    assert result["cap"].startswith("at most 2, by the memory: memory for 2 training tasks"), result
     assert "of 2.0 GiB, cgroup v1 memory.limit_in_bytes" in result["cap"], result
-    assert result["refused"].startswith("1 of the 64 wanted kept"), result
+    assert "not by the 1 CPU (cgroup v1 cpu.cfs_quota_us)" in result["cap"], result
+    assert result["refused"].startswith("2 of the 64 wanted kept"), result
     assert result["at_19"] and result["main_nice"] == 0, result  # imports at 19; the task's thread keeps 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_2_worker_re_run_under_one_cpu_starts_fully_warm(binder_group, tmp_path):
+    result = in_group(binder_group, RE_RUN, str(tmp_path), timeout=580)
+    assert result["codes"] == [0, 0, 0, 0], result
+    assert result["first_warm"] == [False, False], result  # nothing was prepared before the first run
+    assert result["ready"] and result["status"] == 2 and result["refused"] == "", result
+    assert "not by the 1 CPU (cgroup v1 cpu.cfs_quota_us)" in result["cap"], result
+    assert result["warm"] == [True, True], result  # one per CPU kept one: the re-run was half cold
+    assert "started warm: 2 of 2 tasks" in result["summary"], result
 
 
 @pytest.mark.slow

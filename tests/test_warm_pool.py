@@ -62,11 +62,14 @@ def limits(memory_gb: float, used_gb: float, cpus: float) -> Limits:
                   "cgroup v1 cpu.cfs_quota_us", None)
 
 
-def test_the_cap_is_the_smaller_of_the_cpus_and_what_fits_in_memory():
-    assert warm_room.cap(limits(24, 2, 2)).count == 2  # a 2-core machine: one per CPU
-    assert warm_room.cap(limits(256, 2, 64)).count == 64
-    binder = warm_room.cap(limits(2, 0.3, 1))
-    assert binder.count == 1 and "by the CPUs: 1 CPU (cgroup v1 cpu.cfs_quota_us)" in binder.why
+def test_the_cap_is_what_fits_in_memory_not_one_per_cpu():
+    """An idle warm interpreter costs memory, not CPU: a 1-CPU session with room for two is warm for a
+    2-worker run (issue 30: one per CPU left such a run half cold)."""
+    binder = warm_room.cap(limits(2, 0.3, 1))  # 1.7 GiB left: two tasks of 730 MB and 250 MB spare
+    assert binder.count == 2, binder.why
+    assert binder.why.startswith("at most 2, by the memory: memory for 2 training tasks of 696 MiB")
+    assert "not by the 1 CPU (cgroup v1 cpu.cfs_quota_us)" in binder.why
+    assert warm_room.cap(limits(24, 2, 2)).count == (22 * 2**30 - warm_room.SPARE_MEMORY) // warm_room.TASK_MEMORY
     short = warm_room.cap(limits(2, 1.5, 4))  # 0.5 GiB left: not one training task with 250 MB spare
     assert short.count == 0 and "by the memory" in short.why and "cgroup v1 memory.limit_in_bytes" in short.why
     assert warm_room.cap(limits(2, 1.5, 4), pool_memory=1 << 30).count == 1  # the pool's own memory is its to use
@@ -123,5 +126,5 @@ def test_kw_pool_says_the_cap_and_why(monkeypatch, capsys):
     monkeypatch.setattr(POOL, "cap_reason", "")  # no refill yet: what the limits allow now
     shell.run_line_magic("kw_pool", "")
     said = capsys.readouterr().out
-    assert "kwnb: pool cap at most 0, by the memory: 1 CPU (CPU_LIMIT); memory for 0 training tasks" in said
-    assert "of 512 MiB, MEM_LIMIT" in said
+    assert "kwnb: pool cap at most 0, by the memory: memory for 0 training tasks" in said
+    assert "of 512 MiB, MEM_LIMIT" in said and "not by the 1 CPU (CPU_LIMIT)" in said

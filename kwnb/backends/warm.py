@@ -9,8 +9,8 @@ Rules that keep it correct and cheap:
   task starts cold, and the next refill builds the pool for the new key.
 - Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
   only when other work leaves the CPUs quiet (an import must not compete with anyone's training),
-  at nice 19; never more than the session's limits allow: one per CPU it may use, and what fits in
-  its memory limit with the next run's needs to spare (warm_room.py); emptied after 10 idle minutes
+  at nice 19; never more than the session's memory limit holds once each has become a training task,
+  with some to spare, however few its CPUs (warm_room.py); emptied after 10 idle minutes
   and at exit. Each warm interpreter runs the bootstrap's parent watchdog, so a SIGKILLed kernel
   leaves none behind.
 - Local backend only. Under `--network private` the pool keeps its interpreters in a private
@@ -38,18 +38,20 @@ from pathlib import Path
 
 import psutil
 
-from ..machine.limits import read_limits
+from ..machine.limits import memory_cgroup_of, read_limits
 from ..task.runfolder import PARENT_PID_ENV, PER_TASK_ENV, RUN_DIR_ENV
 from . import netns, warm_room
 from .base import TaskLaunch
 
 WARM_SCRIPT = str(Path(__file__).parents[1] / "task" / "warm.py")
+_WARM_SCRIPT_TAIL = os.path.join("kwnb", "task", "warm.py")  # any kwnb install's: another kernel may use another
 WARM_ENV = "KWNB_WARM"  # 0 turns warm starts off for this process
 IDLE_SECONDS = 600.0
 # Not part of the key: set per task, or read only when tf.keras is first touched (after the hand-off).
 NOT_KEYED = (*PER_TASK_ENV, RUN_DIR_ENV, "TF_USE_LEGACY_KERAS")
 NICE = 19  # warm interpreters import at the lowest priority; the task then runs at the kernel's (task/warm.py)
 QUIET_RETRY = 2.0  # seconds between looks at the CPUs while a refill waits for other work to quieten
+LOG_FOLDER_PREFIX = "kwnb-warm-"  # the pool's own logs: a warm interpreter writes there until it becomes a task
 
 
 def key(python: str, env: dict[str, str]) -> str:
@@ -272,7 +274,7 @@ class Pool:
             if self._generation != generation:
                 return None
             if self._folder is None:
-                self._folder = Path(tempfile.mkdtemp(prefix="kwnb-warm-"))
+                self._folder = Path(tempfile.mkdtemp(prefix=LOG_FOLDER_PREFIX))
             log = self._folder / f"warm-{time.time_ns()}.log"
         env = {**env, PARENT_PID_ENV: str(os.getpid())}  # its watchdog: it ends when this process does
         argv = [python, "-u", WARM_SCRIPT, str(NICE)]
@@ -320,6 +322,27 @@ class Pool:
             idle = list(self._idle)
         return [{"pid": w.popen.pid, "ready": w.ready, "age": time.time() - w.started_at, "pss": w.pss(),
                  "key": w.key} for w in idle]
+
+
+def idle_memory(within: Path | None = None) -> int:
+    """What the idle warm interpreters of this user take (PSS), every kernel's pool, not only this
+    process's: memory counted in use that the pool gives back, since each becomes a task of the next
+    run (or ends). `within`: only those in this memory cgroup (where the limit counts them). Idle: its
+    output still goes to the pool's log (become() points it at the task's log)."""
+    uid, total = os.getuid(), 0
+    for process in psutil.process_iter(["uids", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if not process.info["uids"] or process.info["uids"].real != uid or len(cmdline) < 2 \
+                or not any(part.endswith(_WARM_SCRIPT_TAIL) for part in cmdline):
+            continue
+        try:
+            idle = LOG_FOLDER_PREFIX in os.readlink(f"/proc/{process.pid}/fd/1")
+            group = memory_cgroup_of(process.pid) if within is not None else None
+            if idle and (within is None or (group is not None and group.path == within)):
+                total += process.memory_full_info().pss
+        except (OSError, psutil.Error, AttributeError):
+            pass  # ended meanwhile, or not ours to read
+    return total
 
 
 def _end_all(interpreters: list[Warm], keep=None) -> None:

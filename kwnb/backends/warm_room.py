@@ -2,9 +2,11 @@
 limits (kwnb/machine/limits.py: its cgroup, JupyterHub's MEM_LIMIT/CPU_LIMIT, else the machine's), and
 whether the CPUs are quiet enough to import TensorFlow beside other people's work.
 
-- Size: at most one interpreter per CPU the session may use (each import takes a CPU for 2-4 s, and a
-  task started in it trains on one), and never more than would fit, once each has become a training
-  task, in the memory left under the limit with SPARE_MEMORY to spare.
+- Size: as many as would fit, once each has become a training task, in the memory left under the
+  limit with SPARE_MEMORY to spare; not one per CPU: an idle warm interpreter costs memory, not CPU,
+  and a run's tasks share the session's CPUs whether they start warm or cold. Capped at one per CPU, a
+  2-worker run under a 1-CPU quota (Binder, `cpu_limit = 1`) was at most half warm and started at the
+  speed of its cold task (issue 30). How many the next run needs is the pool's (warm.py).
 - Quiet: other work (everything but the pool itself) uses at most half of the CPUs, both of the
   session's group (when its CPUs are limited and its usage can be read) and of the machine: on a
   shared server, one kernel's refill must not slow another's training.
@@ -41,18 +43,16 @@ class Cap:
 
 
 def cap(limits: Limits, pool_memory: int = 0) -> Cap:
-    """The most interpreters the pool may hold now. `pool_memory`: what its idle interpreters already
-    take, counted in the limit's usage but theirs to use as tasks."""
-    by_cpu = max(1, int(limits.cpus))
+    """The most interpreters the pool may hold now: what fits in memory. `pool_memory`: what its idle
+    interpreters already take, counted in the limit's usage but theirs to use as tasks."""
     room = max(0, limits.memory_available + pool_memory - SPARE_MEMORY)
-    by_memory = room // TASK_MEMORY
-    count = min(by_cpu, by_memory)
+    count = room // TASK_MEMORY
     cpu_words = f"{limits.cpus:g} CPU{'s' if limits.cpus != 1 else ''} ({limits.cpus_source})"
-    memory_words = (f"memory for {by_memory} training task{'s' if by_memory != 1 else ''} of "
+    memory_words = (f"memory for {count} training task{'s' if count != 1 else ''} of "
                     f"{format_size(TASK_MEMORY)} ({format_size(room + SPARE_MEMORY)} left of "
                     f"{format_size(limits.memory)}, {limits.memory_source}, less {format_size(SPARE_MEMORY)} spare)")
-    limited_by = "CPUs" if by_cpu <= by_memory else "memory"
-    return Cap(count, f"at most {count}, by the {limited_by}: {cpu_words}; {memory_words}")
+    return Cap(count, f"at most {count}, by the memory: {memory_words}; not by the {cpu_words}: "
+                      "an idle interpreter takes no CPU")
 
 
 def run_memory(script: str, count: int) -> int:

@@ -111,6 +111,7 @@ def run_kwnb(cfg, workdir: Path) -> dict:
     run = kwnb.launch(TRAIN, n=cfg.n, name="bench", runs_dir=workdir / "kwnb-runs", args=train_args(cfg))
     probe = PortProbe([w.address for w in run.workers]).start()
     codes = run.wait(RUN_TIMEOUT)
+    waited = time.time()  # wait() returned: what a script, %kw_wait and --wait wait for (issue 31)
     if not run.done:
         run.stop("benchmark timeout")
         codes = run.exit_codes
@@ -119,6 +120,7 @@ def run_kwnb(cfg, workdir: Path) -> dict:
     return _result(t0, probe, chief, cfg, run.ended_at or time.time(), codes,
                    kwnb_port_open_at_set=[w.port_open_at is not None for w in run.workers],
                    kwnb_port_open_s=[since(t0, w.port_open_at) for w in run.workers],
+                   wait_s=waited - t0,
                    log=str(run.workers[0].log_path))
 
 

@@ -7,6 +7,7 @@ for the second task. The workers are plain Python (no TensorFlow), so each test 
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 import kwnb
 from kwnb.backends import warm as warm_pool
 from kwnb.backends.base import BOOTSTRAP
-from kwnb.backends.local import LocalLauncher
+from kwnb.backends.local import LocalLauncher, LocalProcess
 from kwnb.engine.diagnoses import diagnose
 from kwnb.engine.live import policy
 from kwnb.engine.live.log import LOG_NAME
@@ -288,3 +289,51 @@ def test_the_magic_says_a_failed_launch_in_one_line(tmp_path, monkeypatch):
     assert str(raised.value) == ("could not start worker 1: [Errno 11] Resource temporarily unavailable; "
                                  "stopped the 1 already started")
     assert len(started) == 1 and gone(started[0].pid)
+
+
+def poll_fails_for(pid: int, times: float, after: int = 3):
+    """LocalProcess.poll that raises OSError(EIO), as a /proc read can, for task `pid` from its `after`-th call
+    on, `times` times in a row (float('inf'): every time)."""
+    real_poll, calls = LocalProcess.poll, {"seen": 0, "raised": 0}
+
+    def poll(process):
+        if process.pid == pid:
+            calls["seen"] += 1
+            if calls["seen"] > after and calls["raised"] < times:
+                calls["raised"] += 1
+                raise OSError(errno.EIO, "Input/output error")
+        return real_poll(process)
+    return poll, calls
+
+
+def test_a_read_error_once_is_looked_at_again_not_a_reason_to_end_the_run(tmp_path, monkeypatch):
+    run = Run(BEHAVE, n=2, name="read-once", args=["--sleep", "2"], runs_dir=tmp_path / "runs",
+              launcher=LocalLauncher(network="host", warm=False))
+    run.start()
+    poll, calls = poll_fails_for(run.workers[1].pid, times=1)
+    monkeypatch.setattr(LocalProcess, "poll", poll)
+    codes = run.wait(timeout=60)
+    assert calls["raised"] == 1, calls
+    assert codes == [0, 0] and run.status == Status.FINISHED, (codes, run.reason)
+    assert "supervisor failed" not in run.reason
+
+
+def test_a_task_whose_state_cannot_be_read_is_stopped_with_the_others_when_the_supervisor_fails(tmp_path, monkeypatch):
+    run = Run(BEHAVE, n=2, name="read-always", args=["--sleep", "60", "--child", "group"], runs_dir=tmp_path / "runs",
+              launcher=LocalLauncher(network="host", warm=False))
+    run.start()
+    pids = [task.pid for task in run.workers]
+    poll, calls = poll_fails_for(pids[1], times=float("inf"))
+    monkeypatch.setattr(LocalProcess, "poll", poll)
+    run.wait(timeout=60)
+    assert run.done and run.status == Status.FAILED, run.status
+    assert "supervisor failed (OSError" in run.reason, run.reason
+    group = [p.pid for p in psutil.process_iter() if _group_of(p.pid) == pids[1] and not gone(p.pid)]  # its child too
+    assert all(gone(pid) for pid in pids) and not group, ([task.status for task in run.workers], group)
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -129,3 +130,26 @@ def test_many_tasks_the_shown_tab_is_current_and_the_failed_task_leads_the_overv
         dashboard._thread.join(30)
     assert all(f"worker {i} started" in log.value for i, log in enumerate(dashboard.logs))  # at the end, every tab
     assert dashboard.timeline.format == "png" and bytes(dashboard.timeline.value).startswith(b"\x89PNG")
+
+
+def test_the_run_is_done_when_its_tasks_end_and_its_pictures_follow(tmp_path, monkeypatch):
+    """wait() returns with the exit codes and summary.txt while the pictures are still being drawn (issue 31:
+    they cost a cold launch about 1.3 s); once drawn, summary.txt names them."""
+    from kwnb.pictures import outputs
+
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    release, real = threading.Event(), outputs.draw_elsewhere
+    monkeypatch.setattr(outputs, "draw_elsewhere", lambda plan: release.wait(60) and real(plan))
+    monkeypatch.setattr(outputs, "draw", lambda plan: release.wait(60) and real(plan))
+    run = kwnb.launch(script, n=2, name="fit", runs_dir=tmp_path / "runs", network="host", warm=False)
+    try:
+        assert run.wait(60) == [0, 0] and run.done, run.summary()
+        summary = run.dir / "summary.txt"
+        assert "exit codes: 0, 0" in summary.read_text() and "curves:" not in summary.read_text()
+        assert not outputs.pictures_ready(run, timeout=0.5), "the pictures were drawn before the run was done"
+    finally:
+        release.set()
+    assert outputs.pictures_ready(run, timeout=60)
+    assert run.curves_path == run.dir / "curves.png" and (run.dir / "timeline.png").is_file()
+    assert f"curves: {run.dir / 'curves.png'}" in summary.read_text()

@@ -14,6 +14,7 @@ from kwnb.engine.tasks.vitals import Vitals
 from kwnb.notebook.dashboard import badge, fold_label, log_html
 from kwnb.notebook.overview import overview_html
 from kwnb.pictures.timeline import segments
+from kwnb.pictures.outputs import pictures_ready
 
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
 
@@ -28,6 +29,7 @@ def late_run(tmp_path_factory):
         seen.append((snapshot.tasks[0].phase, snapshot.tasks[1].phase, overview_html(snapshot, snapshot.diagnoses, badge)))
         time.sleep(0.5)
     assert run.wait() == [0, 0], run.summary()
+    assert pictures_ready(run)  # timeline.png follows the run's end (issue 31)
     return run, seen
 
 

@@ -23,6 +23,7 @@ from IPython.testing.globalipapp import start_ipython
 import kwnb
 from kwnb.engine.records.past import UnreadableRun, list_runs
 from kwnb.engine.records.snapshot import RunSnapshot
+from kwnb.pictures.outputs import pictures_ready
 
 SCRIPTS = Path(__file__).parent / "scripts"
 HISTORY_NAME = "history.json"
@@ -49,6 +50,7 @@ def runs(tmp_path_factory):
     assert clean.wait(60) == [0, 0], clean.summary()
     failed.wait(60)
     assert failed.done and failed.exit_codes[1] == 1, failed.summary()
+    assert pictures_ready(clean) and pictures_ready(failed)  # they follow the runs' ends (issue 31)
     return base / "runs", clean, failed
 
 

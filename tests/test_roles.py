@@ -29,6 +29,7 @@ from kwnb.options import launch_options
 from kwnb.pictures.plotting import curve_lines, run_series
 from kwnb.task import sidecar
 from kwnb.task.tf_config import TaskId
+from kwnb.pictures.outputs import pictures_ready
 
 SCRIPTS = Path(__file__).parent / "scripts"
 ROLES_SCRIPT = """import json, os, signal, sys, time
@@ -288,7 +289,7 @@ def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
         ["ckpt-1.index", "ckpt-2.index", "ckpt-3.index"]
     panels = curve_lines(run_series(run))
     assert [line[0] for line in panels["loss"]] == ["roles", "evaluator 0 (checkpoints)"]
-    assert run.curves_path is not None and run.diagnoses == []
+    assert pictures_ready(run) and run.curves_path is not None and run.diagnoses == []
     assert "evaluator 0: finished exit 0" in run.summary() and "evaluations, last: loss" in run.summary()
     from kwnb.notebook.dashboard import Dashboard, badge
     from kwnb.notebook.overview import overview_html

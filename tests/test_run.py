@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 import kwnb
+from kwnb.pictures.outputs import pictures_ready
 from waiting import wait_until
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -95,6 +96,7 @@ def fit_run(tmp_path_factory):
         os.chdir(before)
     try:
         run.wait(timeout=240)
+        assert pictures_ready(run)  # curves.png follows the run's end (issue 31)
         run.launch_cwd = work  # for the tests below
         run.runs_dir = runs_dir
         yield run
@@ -233,6 +235,7 @@ def report_run(tmp_path_factory):
                       runs_dir=tmp_path_factory.mktemp("report-runs"))
     try:
         run.wait(timeout=60)
+        assert pictures_ready(run)
         run.expected = [json.loads((out / f"expected-{i}.json").read_text()) for i in (0, 1)]
         yield run
     finally:

@@ -25,6 +25,7 @@ from kwnb.engine.live.run import Run
 from kwnb.notebook.dashboard import badge
 from kwnb.notebook.overview import overview_html
 from kwnb.slurm import SlurmLauncher, srun_exit_codes
+from kwnb.pictures.outputs import pictures_ready
 from waiting import wait_until
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -198,7 +199,7 @@ def test_keras_fit_trains_on_slurm_with_tf_config_from_slurm(slurm, tmp_path):
     job = run.launcher.jobs[0]
     assert f"job {job.id} on {slurm.node}" in run.chief.where
     assert (run.dir / "job.sh").read_text().count("srun --distribution=block") == 1
-    assert (run.dir / "curves.png").exists()
+    assert pictures_ready(run) and (run.dir / "curves.png").exists()
 
 
 def test_stop_cancels_the_job(slurm, tmp_path):

@@ -24,6 +24,7 @@ import slurm_netns
 import slurm_support
 from kwnb.engine.diagnoses.stacks import blocked_at
 from kwnb.slurm import SlurmLauncher
+from kwnb.pictures.outputs import pictures_ready
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -122,7 +123,7 @@ def test_one_task_per_node_trains_across_the_network(nodes, tmp_path):
     # Curves and history as for local runs: the chief's epochs, followed from its log on the shared folder.
     history = run.history()
     assert [row["epoch"] for row in history] == [0, 1, 2] and 0 <= history[-1]["accuracy"] <= 1
-    assert (run.dir / "curves.png").exists()
+    assert pictures_ready(run) and (run.dir / "curves.png").exists()
     assert "DONE" in run.logs(0) and "DONE" in run.logs(1)
 
 

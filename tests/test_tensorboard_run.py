@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import kwnb
+from kwnb.pictures.outputs import pictures_ready
 
 SCRIPT = Path(__file__).parent / "scripts" / "summary_loop.py"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -27,4 +28,4 @@ def test_a_loop_that_prints_nothing_gets_curves_from_its_event_files(tmp_path, l
     steps = run.step_history()
     assert [row["step"] for row in steps] == list(range(1, 11)) and all("loss" in row for row in steps)
     assert run.workers[1].metrics.history() == []  # the chief's curves: the other worker wrote nothing
-    assert (run.dir / "curves.png").is_file()
+    assert pictures_ready(run) and (run.dir / "curves.png").is_file()

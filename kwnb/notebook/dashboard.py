@@ -25,6 +25,7 @@ import ipywidgets as widgets
 
 from ..engine.records.snapshot import LOG_LINES
 from ..engine.records.summary import format_summary
+from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html
@@ -136,9 +137,6 @@ class Dashboard:
         self._shown = False
         self._parents: list[dict] = [parent] if parent else []  # the cells that showed it (see _update_display)
         self.refresh(force_curves=True, snapshot=snapshot)
-        if not snapshot.done and hasattr(source, "on_end"):
-            # At the run's end, before wait() returns: a notebook run headless keeps the final account.
-            source.on_end.append(self._at_end)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
         self._thread.start()
 
@@ -253,17 +251,19 @@ class Dashboard:
             setattr(widget, name, value)
 
     def _follow(self) -> None:
-        # The run's own `done`: set after its on_end callbacks (curves.png, timeline.png, _at_end) ran.
+        # The run is done when its tasks have ended; its pictures follow (pictures/outputs.py), and the
+        # final account shows them: `settle` (%kw_wait, --wait) waits for this thread, wait() does not.
         while not self.run.done:
             time.sleep(1 / REFRESH_HZ)
             try:
                 self.refresh()
             except Exception:  # a closed comm (kernel shutting down) must not spam tracebacks
                 return
+        pictures_ready(self.run)
         self._at_end()
 
-    def _at_end(self, _run=None) -> None:
-        """The final state, drawn once, and the output's static account brought up to date."""
+    def _at_end(self) -> None:
+        """The final state, drawn once, with the run's pictures, and the output's static account brought up to date."""
         with self._drawing:
             if self._final_sent:
                 return
@@ -343,8 +343,8 @@ def _live_timeline(run) -> bytes | None:
     return timeline_live_png(data) if data else None
 
 
-def settle(run, timeout: float = 10.0) -> None:
-    """Let a run's dashboard draw its final state: a headless notebook saves widgets as they are."""
+def settle(run, timeout: float = 10.0 + DRAW_TIMEOUT) -> None:
+    """Let a run's dashboard draw its final state, its pictures drawn: a headless notebook saves widgets as they are."""
     dashboard = _dashboards.get(run)
     if dashboard is not None:
         dashboard._thread.join(timeout)

@@ -9,6 +9,7 @@ The log is read by the task's one reader (engine/readers/output.py), whose first
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ from .vitals import Vitals, last_step, phase_of
 
 PORT_PROBE_SECONDS = 0.05  # a local connect answers in well under a millisecond; a remote node in a few
 SAMPLE_SECONDS = 1.0  # memory and state: psutil costs ~1 ms a look; once a second is enough for a peak
+# A read of the process's state that fails (a /proc read's EIO, a busy squeue) is looked at again at the next
+# poll; only when it has failed for this long does the error end the run (the supervisor stops every task).
+READ_ERROR_SECONDS = 3.0
 
 
 @dataclass
@@ -123,6 +127,7 @@ class Task:
         self._scanner = tf.TfLogScanner(user_files)
         self._folder = RunFolder(log_path.parent)
         self._sampled_at = float("-inf")
+        self._unreadable_since: float | None = None  # the first of the read errors in a row (READ_ERROR_SECONDS)
         self._reports = FileFollower(reports_path)
         self._process: TaskProcess | None = None
         self._stop_requested = False
@@ -212,16 +217,33 @@ class Task:
         return self._stop_requested
 
     def observe(self) -> Observation:
-        """The slow half: read what is new. Touches only this task's followers and process handle."""
-        seen = Observation(text=self.output.read(), reported=self._reports.read_new())
-        if self._process is None or self.returncode is not None:
+        """The slow half: read what is new. Touches only this task's followers and process handle.
+
+        A read error is transient until it has lasted READ_ERROR_SECONDS: what was read before it is kept,
+        and the rest is read again at the next poll."""
+        seen = Observation()
+        try:
+            self._observe_into(seen)
+        except OSError:
+            now = time.monotonic()
+            self._unreadable_since = self._unreadable_since or now
+            if now - self._unreadable_since >= READ_ERROR_SECONDS:
+                raise
             return seen
+        self._unreadable_since = None
+        return seen
+
+    def _observe_into(self, seen: Observation) -> None:
+        seen.text += self.output.read()
+        seen.reported += self._reports.read_new()
+        if self._process is None or self.returncode is not None:
+            return
         seen.returncode = self._process.poll()
         if seen.returncode is not None:
             while more := self.output.read():  # to the end: a read takes at most MAX_READ bytes
                 seen.text += more
             seen.reported += self._reports.read_new()
-            return seen
+            return
         seen.tf_config = self.tf_config or self._process.tf_config() or {}
         seen.queued = self._process.queued()
         seen.port_open = self.port_open_at is not None or _accepts(seen.tf_config, self.id,
@@ -230,7 +252,6 @@ class Task:
             self._sampled_at = time.monotonic()
             seen.sample = self._process.sample()
             seen.tf_config_set = self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
-        return seen
 
     def apply(self, seen: Observation) -> bool:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
@@ -279,8 +300,12 @@ class Task:
     def _stop(self, grace: float) -> None:
         if self._process is not None and self.returncode is None:
             self._stop_requested = True
-        if self._process is not None:
+        if self._process is None:
+            return
+        try:
             self._process.stop(grace)
+        except OSError:  # its state cannot be read (a poll that raises): killed unread, so that nothing is left
+            self._process.signal(signal.SIGKILL)
 
     def _kill(self) -> None:
         """SIGKILL, as a preempted machine would die: counts as a failure, not a stop."""

@@ -20,6 +20,8 @@ from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
 from . import training_faults as training
+from .distribution import not_distributed
+from .divergence import diverging
 from .diagnosis import Diagnosis, RunView, ended as _ended, signal_name
 from .oom import OomEvidence
 from ...machine.sizes import format_size
@@ -78,6 +80,7 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
     found = [*waiting_for_peers(members, now), *peer_lost(tasks, now, facts.oom),
              *training.uneven_steps(members, current, now)]
     found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
+    found += [d for d in (not_distributed(tasks, current), diverging(tasks, current)) if d]  # finished but wrong
     for task in tasks:
         found += [d for d in (killed(task, facts.oom.get(task.position)), error(task, view.script), keras3(task),
                               tf_config_overridden(task), port_taken(task)) if d]
@@ -271,8 +274,8 @@ def keras3(task: TaskView) -> Diagnosis | None:
 
 def tf_config_overridden(task: TaskView) -> Diagnosis | None:
     record = task.signals.tf_config_set
-    if record is None:
-        return None
+    if record is None or record.get("deleted"):
+        return None  # deleted, not replaced: not_distributed says it
     try:
         import json
 

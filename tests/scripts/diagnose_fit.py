@@ -113,7 +113,7 @@ if mode in ("loop", "loopdata"):  # the tutorial's custom loop, with a step coun
     sys.exit(0)
 if mode == "uneven" and index == 1:
     steps //= 2
-verbose = 1 if mode in ("uneven", "diverge") else 2  # fit's default in a notebook: a bar that shows the steps per epoch
+verbose = 1 if mode in ("uneven", "diverge", "noscope") else 2  # fit's default in a notebook: a bar that shows the steps per epoch
 epochs = 4 if mode == "diverge" else 2  # a spike, then where the loss settles
 model.fit(dataset, epochs=epochs, steps_per_epoch=steps, verbose=verbose, callbacks=[Trouble()])
 print("DONE", flush=True)

@@ -140,11 +140,14 @@ class MetricsParser:
                 self._unscaled.append(row)
 
     def _learn_summed(self, epoch_values: dict) -> None:
-        """At an epoch's end: were its step values summed over replicas? The last redrawn loss against the
+        """At an epoch's end: were its step values summed over replicas? The last redrawn value against the
         epoch's: about N times it when summed, about equal when not (the geometric mean, sqrt(N), between)."""
         drawn, self._last_drawn = self._last_drawn, None
-        name = "loss" if "loss" in epoch_values else next(iter(epoch_values), None)
-        if self.replicas_summed is not None or not drawn or name not in drawn or not epoch_values[name] > 0:
+        # An accuracy first: a running mean of values in [0, 1] moves little between the last redrawn step and
+        # the epoch's end, where a diverging loss can grow 1000x in one step.
+        names = [k for k in epoch_values if "acc" in k] + ["loss"] + list(epoch_values)
+        name = next((k for k in names if k in epoch_values and epoch_values[k] > 0), None)
+        if self.replicas_summed is not None or not drawn or name not in drawn:
             return
         ratio = drawn[name] / epoch_values[name]
         if not math.isfinite(ratio):

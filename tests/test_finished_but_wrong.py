@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import kwnb
+from kwnb.engine.diagnoses.diagnose import tf_config_overridden
 from kwnb.engine.diagnoses.distribution import not_distributed
 from kwnb.engine.diagnoses.divergence import diverging
 from kwnb.engine.readers.metrics import MetricsParser, unsummed_note
@@ -98,6 +99,14 @@ def test_tf_config_deleted_after_the_task_joined_did_no_harm():
     early = dict(late, time=0.5)
     found = not_distributed([view(0, epochs(0.7), record=early), view(1, epochs(0.7))], [])
     assert "deletes TF_CONFIG (main.py line 40)" in found.message
+
+
+def test_a_tf_config_the_script_sets_is_told_with_its_line_and_a_deleted_one_is_not_an_override():
+    record = {"tf_config": '{"cluster": {"worker": ["localhost:1"]}}', "deleted": False, "file": "/x/main.py",
+              "line": 7}
+    said = tf_config_overridden(view(0, record=record)).message
+    assert "sets its own TF_CONFIG (localhost:1) (main.py line 7), so" in said, said
+    assert tf_config_overridden(view(0, record={"tf_config": None, "deleted": True, "line": 7})) is None
 
 
 def test_a_hundredfold_rise_over_the_best_loss_is_diverging_and_a_noisy_clean_fit_is_not():

@@ -20,7 +20,7 @@ from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
 from . import training_faults as training
-from .distribution import not_distributed
+from .distribution import changed_at, not_distributed
 from .divergence import diverging
 from .diagnosis import Diagnosis, RunView, ended as _ended, signal_name
 from .oom import OomEvidence
@@ -284,8 +284,9 @@ def tf_config_overridden(task: TaskView) -> Diagnosis | None:
     except (ValueError, TypeError, AttributeError, KeyError):
         addresses = "an address of its own"
     return Diagnosis("tf_config_overridden", task.position,
-                     f"{task.id}'s script sets its own TF_CONFIG ({addresses}), so the tasks do not form the cluster "
-                     f"kwnb started: delete the line that sets os.environ['TF_CONFIG'] (kwnb gives each task its own)",
+                     f"{task.id}'s script sets its own TF_CONFIG ({addresses}){changed_at(record)}, so the tasks do "
+                     f"not form the cluster kwnb started: delete the line that sets os.environ['TF_CONFIG'] (kwnb "
+                     f"gives each task its own)",
                      evidence=[str(record.get("tf_config", ""))[:300]])
 
 

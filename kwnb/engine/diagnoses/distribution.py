@@ -43,14 +43,15 @@ def _deleted(tasks: list[TaskView]) -> Diagnosis | None:
         joined = task.signals.connected_at
         if joined is not None and joined < record.get("time", 0.0):
             continue  # deleted after the task joined: TensorFlow had already read it
-        where = _line(record)
+        where = changed_at(record)
         return Diagnosis("not_distributed", task.position,
                          f"{task.id}'s script deletes TF_CONFIG{where}, so {ALONE}. {FIX_TF_CONFIG[0].upper()}"
                          f"{FIX_TF_CONFIG[1:]}", evidence=[f"TF_CONFIG deleted{where}"])
     return None
 
 
-def _line(record: dict) -> str:
+def changed_at(record: dict) -> str:
+    """' (main.py line 35)': where the script changed TF_CONFIG, as the audit hook recorded it, or ''."""
     file, line = record.get("file"), record.get("line")
     return f" ({os.path.basename(file)} line {line})" if file and line else ""
 

@@ -15,7 +15,8 @@ from .diagnosis import Diagnosis
 RISE = 100.0
 NOT_RECOVERED = 10.0  # still this many times over the lowest at the end: the training never came back
 CAUSE = "training has diverged: the learning rate is too high (or the inputs are unscaled)"
-FIX = "lower the learning rate (10x at a time), scale the inputs (divide pixels by 255), or clip gradients (clipnorm=1.0)"
+FIX = ("lower the learning rate (10x at a time), scale the inputs (divide pixels by 255), or clip gradients "
+       "(clipnorm=1.0)")
 
 
 def diverging(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:

@@ -2,6 +2,8 @@
 tf-keras runs (tests/scripts/diagnose_fit.py) and on values; the curves that show them."""
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -112,10 +114,11 @@ def test_a_tf_config_the_script_sets_is_told_with_its_line_and_a_deleted_one_is_
 def test_a_hundredfold_rise_over_the_best_loss_is_diverging_and_a_noisy_clean_fit_is_not():
     clean = [view(0, epochs(0.74, 0.70, 0.71, 0.69)), view(1, epochs(0.74, 0.70, 0.71, 0.69))]
     assert diverging(clean, []) is None
-    steps = [{"epoch": 0, "step": 1, "loss": 0.345}, {"epoch": 0, "step": 4, "loss": 2100.0}]
-    found = diverging([view(0, epochs(3928.7, 273.7, 254.8), steps=steps), view(1)], [])
+    steps = [{"epoch": 0, "step": 1, "loss": 0.345}, {"epoch": 1, "step": 14, "loss": 2100.0}]
+    chief = dataclasses.replace(view(0, epochs(3928.7, 273.7, 254.8), steps=steps), steps_per_epoch=10)
+    found = diverging([chief, view(1)], [])
     assert found.kind == "diverging" and found.task == 0
-    assert "from 0.345 (epoch 1, step 1) to 2.1e+03 (epoch 1, step 4)" in found.message, found.message
+    assert "from 0.345 (epoch 1, step 1/10) to 2.1e+03 (epoch 2, step 4/10)" in found.message, found.message
     rise = diverging([view(0, epochs(0.69, 5e10, 450.0)), view(1)], [])
     assert "from 0.69 (epoch 1) to 5e+10 (epoch 2)" in rise.message and "last value was 450" in rise.message
 

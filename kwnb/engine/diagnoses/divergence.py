@@ -44,7 +44,7 @@ def _spike(task: TaskView, rows: list[dict], unit: str) -> Diagnosis | None:
 
 def _told(task: TaskView, unit: str, low: tuple, high: tuple, last: tuple) -> Diagnosis:
     (low_row, low_value), (high_row, high_value), (last_row, last_value) = low, high, last
-    where = _at(low_row, unit), _at(high_row, unit)
+    where = _at(low_row, unit, task.steps_per_epoch), _at(high_row, unit, task.steps_per_epoch)
     end = ""
     if last_row is not high_row:
         stuck = last_value > NOT_RECOVERED * low_value
@@ -56,8 +56,13 @@ def _told(task: TaskView, unit: str, low: tuple, high: tuple, last: tuple) -> Di
                      evidence=[str(low_row), str(high_row)] + ([str(last_row)] if last_row is not high_row else []))
 
 
-def _at(row: dict, unit: str) -> str:
-    epoch = f"epoch {row['epoch'] + 1}" if row.get("epoch") is not None else ""
-    if unit == "step" and row.get("step") is not None:
-        return f"{epoch}, step {row['step']}" if epoch else f"step {row['step']}"
-    return epoch
+def _at(row: dict, unit: str, per_epoch: int | None) -> str:
+    """'epoch 2', or 'epoch 2, step 3/10' for a step row (whose step counts from the first epoch's)."""
+    epoch = row.get("epoch")
+    at = f"epoch {epoch + 1}" if epoch is not None else ""
+    step = row.get("step")
+    if unit != "step" or step is None:
+        return at
+    if per_epoch and epoch is not None:
+        return f"{at}, step {step - epoch * per_epoch}/{per_epoch}"
+    return f"{at}, step {step}" if at else f"step {step}"

@@ -146,8 +146,8 @@ class MetricsParser:
         # An accuracy first: a running mean of values in [0, 1] moves little between the last redrawn step and
         # the epoch's end, where a diverging loss can grow 1000x in one step.
         names = [k for k in epoch_values if "acc" in k] + ["loss"] + list(epoch_values)
-        name = next((k for k in names if k in epoch_values and epoch_values[k] > 0), None)
-        if self.replicas_summed is not None or not drawn or name not in drawn:
+        name = next((k for k in names if k in epoch_values and k in (drawn or {}) and epoch_values[k] > 0), None)
+        if self.replicas_summed is not None or name is None:
             return
         ratio = drawn[name] / epoch_values[name]
         if not math.isfinite(ratio):

@@ -137,6 +137,10 @@ def test_step_values_are_divided_only_once_an_epoch_shows_they_were_summed():
     alone.feed("Epoch 1/2\n" + bar(1, 4, 0.70, 0.5) + bar(3, 4, 0.69, 0.55) + bar(4, 4, 0.69, 0.55, end="\n"))
     assert alone.replicas_summed is False and alone.steps[0]["loss"] == 0.70
     assert "did not divide them" in unsummed_note([alone]) and unsummed_note([summed]) == ""
+    validated = MetricsParser(step_scale=0.5)  # the epoch line's val_ values are not on the bar: judged on the rest
+    validated.feed("Epoch 1/2\n" + bar(3, 4, 1.38, 1.1) + bar(4, 4, 0.69, 0.55, end="")
+                   + " - val_accuracy: 0.6000 - val_loss: 0.6800\n")
+    assert validated.replicas_summed is True
 
 
 def test_curves_spanning_three_orders_of_magnitude_get_a_log_axis_live_and_saved():

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 from ..engine.records.snapshot import as_snapshot
 
 MAX_PANELS = 4
+# A panel whose values span more than this ratio gets a log y-axis: a diverging loss (0.69 -> 1e9 -> 450 on the
+# test fit, 2.29 -> 5e10 on issue 29's) drawn linearly reads as zero, i.e. as convergence, after its spike.
+# A clean run's loss spans less than 10x.
+LOG_SPAN = 1e3
 
 
 def metric_names(*histories: list[dict]) -> list[str]:
@@ -81,6 +85,7 @@ def _figure(panels: dict[str, list[tuple]], title: str) -> tuple["Figure", dict]
     for axis, (name, lines) in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels.items()):
         for label, xs, ys, style, kwargs in lines:
             artists[name, label] = axis.plot(xs, ys, style, label=label, **kwargs)[0]
+        _choose_scale(axis, lines)
         axis.set_title(name)
         axis.set_xlabel("epoch")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -90,6 +95,15 @@ def _figure(panels: dict[str, list[tuple]], title: str) -> tuple["Figure", dict]
     if title:
         figure.suptitle(title)
     return figure, artists
+
+
+def _choose_scale(axis, lines: list[tuple]) -> None:
+    """A log y-axis when the panel's values are positive and span more than LOG_SPAN, else a linear one."""
+    values = [y for line in lines for y in line[2] if y == y and abs(y) != float("inf")]
+    wide = bool(values) and min(values) > 0 and max(values) > LOG_SPAN * min(values)
+    scale = "log" if wide else "linear"
+    if axis.get_yscale() != scale:
+        axis.set_yscale(scale)
 
 
 def curves_figure(series: dict[str, dict], title: str = "") -> "Figure | None":
@@ -130,7 +144,8 @@ class LiveCurves:
             for name, lines in panels.items():
                 for label, xs, ys, _style, _kwargs in lines:
                     self._artists[name, label].set_data(xs, ys)
-            for axis in self._figure.axes:
+            for axis, lines in zip(self._figure.axes, panels.values()):
+                _choose_scale(axis, lines)
                 axis.relim()
                 axis.autoscale_view()
         labels = self._tick_label_lengths()

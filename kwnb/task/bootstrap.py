@@ -7,6 +7,7 @@ Started by path (not `-m kwnb...`), so it needs only the standard library and wo
 kernel dies, even by SIGKILL where no atexit handler runs, the worker is re-parented; the watchdog
 sees that and ends the worker's whole process group.
 """
+import _collections_abc
 import faulthandler
 import json
 import os
@@ -116,14 +117,26 @@ def _instrument() -> None:
     given = os.environ.get("TF_CONFIG")
 
     def watch_tf_config(event, args):
-        # os.environ[...] = ... calls putenv, which raises this audit event; one string compare per event.
-        if event == "os.putenv" and args[0] in ("TF_CONFIG", b"TF_CONFIG"):
-            value = args[1].decode() if isinstance(args[1], bytes) else args[1]
-            if value != given:
-                with open(folder.tf_config_set(position), "w") as record:
-                    json.dump({"tf_config": value, "time": time.time()}, record)
+        # os.environ[...] = ... calls putenv, and del/pop/clear call unsetenv, each raising its audit event;
+        # one string compare per event.
+        if event not in ("os.putenv", "os.unsetenv") or args[0] not in ("TF_CONFIG", b"TF_CONFIG"):
+            return
+        value = None if event == "os.unsetenv" else args[1].decode() if isinstance(args[1], bytes) else args[1]
+        if value != given:
+            with open(folder.tf_config_set(position), "w") as record:
+                json.dump({"tf_config": value, "deleted": value is None, "time": time.time(), **_caller()}, record)
 
     sys.addaudithook(watch_tf_config)
+
+
+def _caller() -> dict:
+    """The file and line that changed os.environ: the first frame outside os, the mapping ABCs and this hook
+    (os and _collections_abc are frozen modules from Python 3.11: their frames name "<frozen os>")."""
+    skipped = {"<frozen os>", "<frozen _collections_abc>", os.__file__, _collections_abc.__file__, __file__}
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in skipped:
+        frame = frame.f_back
+    return {"file": frame.f_code.co_filename, "line": frame.f_lineno} if frame is not None else {}
 
 
 if __name__ == "__main__":

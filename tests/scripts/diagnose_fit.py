@@ -14,6 +14,9 @@
     loop      a custom training loop: the chief runs 4 x STEPS steps, worker 1 2 x STEPS, then exits 0
     loopdata  the same loop on every task with 4 x STEPS steps each, from data that is not repeated (4 batches a task)
     hog       worker 1 holds 50 MB more per batch (run it in a memory cgroup: the OOM killer ends it)
+    unset     the script deletes TF_CONFIG before it creates its strategy (each task then trains alone)
+    noscope   the model is built and compiled outside strategy.scope() (each task trains its own copy)
+    diverge   a learning rate of 1e3: the loss grows by orders of magnitude and stays finite
 """
 import json
 import os
@@ -28,6 +31,8 @@ if mode == "own":
     os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                                           "task": {"type": "worker", "index": index}})
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+if mode == "unset":
+    del os.environ["TF_CONFIG"]
 print(f"worker {index}: {mode}", flush=True)
 if mode == "late" and index == 1:
     time.sleep(30)
@@ -72,10 +77,20 @@ y = (x.sum(1) > 4 * scale).astype("int64")
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
 if mode not in ("data", "loopdata"):
     dataset = dataset.repeat()
-optimizer = keras.optimizers.SGD(1e30) if mode == "data" else "adam"
-with strategy.scope():
+optimizer = keras.optimizers.SGD(1e30) if mode == "data" else keras.optimizers.SGD(1e3) if mode == "diverge" else "adam"
+
+
+def build():
     model = keras.Sequential([keras.layers.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
     model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    return model
+
+
+if mode == "noscope":
+    model = build()
+else:
+    with strategy.scope():
+        model = build()
 if mode in ("loop", "loopdata"):  # the tutorial's custom loop, with a step count per task (a learner's per-shard count)
     loop_steps = 4 * steps if index == 0 or mode == "loopdata" else 2 * steps
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
@@ -98,6 +113,7 @@ if mode in ("loop", "loopdata"):  # the tutorial's custom loop, with a step coun
     sys.exit(0)
 if mode == "uneven" and index == 1:
     steps //= 2
-verbose = 1 if mode == "uneven" else 2  # fit's default in a notebook: a bar that shows the steps per epoch
-model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=verbose, callbacks=[Trouble()])
+verbose = 1 if mode in ("uneven", "diverge", "noscope") else 2  # fit's default in a notebook: a bar that shows the steps per epoch
+epochs = 4 if mode == "diverge" else 2  # a spike, then where the loss settles
+model.fit(dataset, epochs=epochs, steps_per_epoch=steps, verbose=verbose, callbacks=[Trouble()])
 print("DONE", flush=True)

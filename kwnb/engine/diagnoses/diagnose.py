@@ -20,6 +20,8 @@ from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
 from . import training_faults as training
+from .distribution import changed_at, not_distributed
+from .divergence import diverging
 from .diagnosis import Diagnosis, RunView, ended as _ended, signal_name
 from .oom import OomEvidence
 from ...machine.sizes import format_size
@@ -78,6 +80,7 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
     found = [*waiting_for_peers(members, now), *peer_lost(tasks, now, facts.oom),
              *training.uneven_steps(members, current, now)]
     found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
+    found += [d for d in (not_distributed(tasks, current), diverging(tasks, current)) if d]  # finished but wrong
     for task in tasks:
         found += [d for d in (killed(task, facts.oom.get(task.position)), error(task, view.script), keras3(task),
                               tf_config_overridden(task), port_taken(task)) if d]
@@ -271,8 +274,8 @@ def keras3(task: TaskView) -> Diagnosis | None:
 
 def tf_config_overridden(task: TaskView) -> Diagnosis | None:
     record = task.signals.tf_config_set
-    if record is None:
-        return None
+    if record is None or record.get("deleted"):
+        return None  # deleted, not replaced: not_distributed says it
     try:
         import json
 
@@ -281,8 +284,9 @@ def tf_config_overridden(task: TaskView) -> Diagnosis | None:
     except (ValueError, TypeError, AttributeError, KeyError):
         addresses = "an address of its own"
     return Diagnosis("tf_config_overridden", task.position,
-                     f"{task.id}'s script sets its own TF_CONFIG ({addresses}), so the tasks do not form the cluster "
-                     f"kwnb started: delete the line that sets os.environ['TF_CONFIG'] (kwnb gives each task its own)",
+                     f"{task.id}'s script sets its own TF_CONFIG ({addresses}){changed_at(record)}, so the tasks do "
+                     f"not form the cluster kwnb started: delete the line that sets os.environ['TF_CONFIG'] (kwnb "
+                     f"gives each task its own)",
                      evidence=[str(record.get("tf_config", ""))[:300]])
 
 

@@ -38,6 +38,7 @@ from ..tasks import roles
 from .log import LOG_NAME, for_run
 from .gpu_placement import plan_gpus
 from .inputs import check_script, find_python, task_env
+from ..readers.metrics import unsummed_note
 from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
 from ..tasks.status import Status
@@ -284,6 +285,7 @@ class Run(RunReading, TaskControl):
     def finish_launcher(self) -> None:
         for note in self.launcher.finish():  # e.g. Slurm's scancel of a job that outlived its tasks
             self.say(note=note)
+        self.say(note=unsummed_note([task.metrics for task in self.workers]))
 
     def mark_ended(self) -> None:
         """The supervisor's last step: nothing may wait for this run any longer."""

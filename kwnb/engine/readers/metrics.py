@@ -39,13 +39,30 @@ def parse_metrics(text: str) -> dict[str, float]:
     return found
 
 
+def unsummed_note(parsers: list["MetricsParser"]) -> str:
+    """A run's note when some task's per-step values were left as printed: kwnb never saw that they were
+    summed over replicas (curves never halve values on a guess)."""
+    unsure = [p for p in parsers if p.steps and p.step_scale != 1.0 and not p.replicas_summed]
+    if not unsure:
+        return ""
+    replicas = round(1.0 / unsure[0].step_scale)
+    return (f"per-step curves are drawn as printed: no epoch's end showed them summed over the {replicas} replicas "
+            f"(tf-keras sums them under MultiWorkerMirroredStrategy, and kwnb then divides by {replicas}), so kwnb "
+            f"did not divide them")
+
+
 class MetricsParser:
     """Epoch and step rows of one worker, fed its output in arbitrary chunks."""
 
     def __init__(self, step_scale: float = 1.0):
         # tf-keras reduces per-step logs with "sum" off TPU, so under MultiWorkerMirroredStrategy
-        # its running step values are N times the epoch's; the Run passes 1/N to undo that.
+        # its running step values are N times the epoch's; the Run passes 1/N to undo that. Only once an
+        # epoch's end shows the sum happened (a model built outside strategy.scope(), or a task training
+        # alone, prints step values already on the epoch's scale): until then they are kept as printed.
         self.step_scale = step_scale
+        self.replicas_summed: bool | None = None if step_scale != 1.0 else False  # None: not yet told
+        self._unscaled: list[dict] = []  # step rows kept as printed while replicas_summed is None
+        self._last_drawn: dict | None = None  # the epoch's last redrawn step values, as printed
         self.epochs: dict[int, dict] = {}
         self.steps: list[dict] = []
         self.epoch: int | None = None  # the epoch in progress (0-based)
@@ -81,6 +98,7 @@ class MetricsParser:
         for match in _TOKENS.finditer(text):
             if match["epoch"] is not None:
                 self.epoch, self.total_epochs = int(match["epoch"]) - 1, int(match["epochs"])
+                self._last_drawn = None
                 self.step = 0
             elif match["cepoch"] is not None:
                 metrics = parse_metrics(match["cmetrics"])
@@ -108,13 +126,37 @@ class MetricsParser:
             self.steps_per_epoch = int(match["steps"])
         epoch = self.epoch if self.epoch is not None else 0
         if end == "\n":
+            self._learn_summed(metrics)
             if self.steps and self.steps[-1]["epoch"] == epoch and self.steps_per_epoch:
                 # Keras redraws at most every 0.05 s, so the last step drawn is often not the
                 # last step; the epoch line is (with values already reduced: no scaling).
                 self._add_step(epoch, step, metrics, always=True)
             self._add_epoch(epoch, metrics)
         else:
-            self._add_step(epoch, step, {k: v * self.step_scale for k, v in metrics.items()})
+            self._last_drawn = metrics
+            scale = self.step_scale if self.replicas_summed else 1.0
+            row = self._add_step(epoch, step, {k: v * scale for k, v in metrics.items()})
+            if row is not None and self.replicas_summed is None:
+                self._unscaled.append(row)
+
+    def _learn_summed(self, epoch_values: dict) -> None:
+        """At an epoch's end: were its step values summed over replicas? The last redrawn value against the
+        epoch's: about N times it when summed, about equal when not (the geometric mean, sqrt(N), between)."""
+        drawn, self._last_drawn = self._last_drawn, None
+        # An accuracy first: a running mean of values in [0, 1] moves little between the last redrawn step and
+        # the epoch's end, where a diverging loss can grow 1000x in one step.
+        names = [k for k in epoch_values if "acc" in k] + ["loss"] + list(epoch_values)
+        name = next((k for k in names if k in epoch_values and k in (drawn or {}) and epoch_values[k] > 0), None)
+        if self.replicas_summed is not None or name is None:
+            return
+        ratio = drawn[name] / epoch_values[name]
+        if not math.isfinite(ratio):
+            return
+        self.replicas_summed = ratio > (1.0 / self.step_scale) ** 0.5
+        if self.replicas_summed:
+            for row in self._unscaled:
+                row.update({k: v * self.step_scale for k, v in row.items() if k not in ("epoch", "step")})
+        self._unscaled = []
 
     def _check_finite(self, row: dict) -> None:
         """Remember the first NaN or inf (a few isfinite calls per row: cheap enough for every row)."""
@@ -127,16 +169,19 @@ class MetricsParser:
         # except over values stated with kwnb.report(), whichever file was read first.
         self.epochs[epoch] = {"epoch": epoch, **metrics, **self._reported.get(epoch, {})}
 
-    def _add_step(self, epoch: int, step: int, metrics: dict, always: bool = False) -> None:
+    def _add_step(self, epoch: int, step: int, metrics: dict, always: bool = False) -> dict | None:
+        """The row added, or None when thinning skips it."""
         self._check_finite({"epoch": epoch, "step": step, **metrics})
         self._seen_steps += 1
         if self._seen_steps % self._step_stride and not always:
-            return
+            return None
         global_step = epoch * self.steps_per_epoch + step if self.steps_per_epoch else self._seen_steps
-        self.steps.append({"epoch": epoch, "step": global_step, **metrics})
+        row = {"epoch": epoch, "step": global_step, **metrics}
+        self.steps.append(row)
         if len(self.steps) > MAX_STEP_ROWS:
             self.steps = self.steps[::2]
             self._step_stride *= 2
+        return row
 
     def add_reported(self, row: dict) -> None:
         """A row from `kwnb.report()`: explicit, so it wins over what was parsed."""

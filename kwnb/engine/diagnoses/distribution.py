@@ -1,0 +1,110 @@
+"""`not_distributed`: a run whose tasks trained, but not together. Three ways it shows, the surest first:
+
+- the script deleted TF_CONFIG (`del os.environ[...]`, pop, clear, os.unsetenv: the task-side audit hook in
+  kwnb/task/bootstrap.py records the file and line) before the task joined: each task trains alone;
+- no task ever joined a cluster (TensorFlow never logged a coordination-service join) while epochs advanced;
+- the tasks joined, but their epoch metrics differ where synchronous training makes them equal: under
+  MultiWorkerMirroredStrategy gradients and metrics are all-reduced, so every worker prints the same epoch
+  loss; different losses mean the model was built outside `strategy.scope()` (each task trains its own copy).
+
+Said once, on one task, whether or not the run failed: a run that never distributed "finishes" normally.
+"""
+from __future__ import annotations
+
+import os
+
+from ..tasks.view import TaskView
+from .diagnosis import Diagnosis
+
+# Equal epoch values, as printed (4 decimals): identical on every clean 2-worker capture and test run
+# (tests/data/tf-2.21/clean-*: 0.7040 and 0.7040); outside strategy.scope() they differed by 3 % (issue 29: 2.227
+# against 2.158) and by more on the test runs. Two units of the last printed digit, or 0.1 %, whichever is larger.
+SAME_ABSOLUTE = 2e-4
+SAME_RELATIVE = 1e-3
+ALONE = "each task trained alone (a single-worker strategy) and nothing was distributed"
+FIX_TF_CONFIG = "delete that line: kwnb gives each task its TF_CONFIG, which TensorFlow reads when the strategy is made"
+FIX_SCOPE = "build and compile the model inside `with strategy.scope():`"
+
+
+def not_distributed(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
+    if any(d.kind == "not_distributed" for d in current):
+        return next(d for d in current if d.kind == "not_distributed")  # said once: it keeps its task and words
+    members = [t for t in tasks if t.training]
+    if len(members) < 2:
+        return None
+    return _deleted(members) or _never_joined(members) or _outside_scope(members)
+
+
+def _deleted(tasks: list[TaskView]) -> Diagnosis | None:
+    for task in tasks:
+        record = task.signals.tf_config_set
+        if not record or not record.get("deleted"):
+            continue
+        joined = task.signals.connected_at
+        if joined is not None and joined < record.get("time", 0.0):
+            continue  # deleted after the task joined: TensorFlow had already read it
+        where = changed_at(record)
+        return Diagnosis("not_distributed", task.position,
+                         f"{task.id}'s script deletes TF_CONFIG{where}, so {ALONE}. {FIX_TF_CONFIG[0].upper()}"
+                         f"{FIX_TF_CONFIG[1:]}", evidence=[f"TF_CONFIG deleted{where}"])
+    return None
+
+
+def changed_at(record: dict) -> str:
+    """' (main.py line 35)': where the script changed TF_CONFIG, as the audit hook recorded it, or ''."""
+    file, line = record.get("file"), record.get("line")
+    return f" ({os.path.basename(file)} line {line})" if file and line else ""
+
+
+def _never_joined(tasks: list[TaskView]) -> Diagnosis | None:
+    """Epochs advanced in TensorFlow tasks and none logged a join. Not under a parameter server (its tasks
+    serve, and whether its chief logs a join was not measured) nor in scripts that ran no TensorFlow
+    (no runtime line: a plain Python script that prints epochs forms no cluster by design)."""
+    if any(t.task_type == "ps" for t in tasks) or any(t.signals.connected_at is not None for t in tasks):
+        return None
+    trained = [t for t in tasks if t.epochs and t.runtime_lines]
+    if len(trained) < 2:
+        return None
+    first = trained[0]
+    return Diagnosis("not_distributed", first.position,
+                     f"no task joined a cluster although {', '.join(str(t.id) for t in trained)} trained "
+                     f"({_places(trained)}): {ALONE}. Create the strategy from the TF_CONFIG kwnb gives "
+                     f"(tf.distribute.MultiWorkerMirroredStrategy()), and do not change or delete TF_CONFIG in "
+                     f"the script or a module it imports", evidence=[f"{t.id}: no coordination-service join"
+                                                                     for t in trained])
+
+
+def _places(tasks: list[TaskView]) -> str:
+    return "; ".join(f"{t.id} at epoch {len(t.epochs)}" for t in tasks)
+
+
+def _outside_scope(tasks: list[TaskView]) -> Diagnosis | None:
+    """The first epoch whose loss (else first metric) differs between joined tasks."""
+    joined = [t for t in tasks if t.signals.connected_at is not None and t.epochs]
+    if len(joined) < 2:
+        return None
+    rows = {t.position: {row["epoch"]: row for row in t.epochs} for t in joined}
+    first = joined[0]
+    for epoch, row in sorted(rows[first.position].items()):
+        for other in joined[1:]:
+            theirs = rows[other.position].get(epoch)
+            name = _shared_metric(row, theirs)
+            if name and not _same(row[name], theirs[name]):
+                return Diagnosis(
+                    "not_distributed", first.position,
+                    f"the tasks' epoch {name} differ (epoch {epoch + 1}: {row[name]:.4g} on {first.id}, "
+                    f"{theirs[name]:.4g} on {other.id}) where synchronous training makes them equal: the model was "
+                    f"built outside strategy.scope(), so each task trained its own copy. {FIX_SCOPE[0].upper()}"
+                    f"{FIX_SCOPE[1:]}", evidence=[f"{first.id}: {row}", f"{other.id}: {theirs}"])
+    return None
+
+
+def _shared_metric(row: dict, theirs: dict | None) -> str | None:
+    if not theirs:
+        return None
+    names = [k for k in row if k not in ("epoch", "step") and k in theirs]
+    return "loss" if "loss" in names else names[0] if names else None
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= max(SAME_ABSOLUTE, SAME_RELATIVE * max(abs(a), abs(b)))

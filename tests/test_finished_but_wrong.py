@@ -1,0 +1,155 @@
+"""Training that ran but was wrong (issue 29, items 1 and 2): `not_distributed` and `diverging`, on real 2-worker
+tf-keras runs (tests/scripts/diagnose_fit.py) and on values; the curves that show them."""
+from __future__ import annotations
+
+import dataclasses
+
+from pathlib import Path
+
+import pytest
+
+import kwnb
+from kwnb.engine.diagnoses.diagnose import tf_config_overridden
+from kwnb.engine.diagnoses.distribution import not_distributed
+from kwnb.engine.diagnoses.divergence import diverging
+from kwnb.engine.readers.metrics import MetricsParser, unsummed_note
+from kwnb.engine.tasks.task import Signals
+from kwnb.engine.tasks.view import TaskView
+from kwnb.pictures.plotting import LiveCurves, curves_figure
+from kwnb.task.tf_config import TaskId
+
+SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
+DELETE_LINE = 1 + next(i for i, line in enumerate(SCRIPT.read_text().splitlines()) if "del os.environ" in line)
+
+
+def launch(tmp_path, mode):
+    return kwnb.launch(SCRIPT, n=2, name=mode, args=mode, runs_dir=tmp_path / "runs", cwd=tmp_path, stall_after=120)
+
+
+def kinds(run):
+    return sorted((d.kind, d.task) for d in run.diagnoses)
+
+
+# ----- real runs ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_script_that_deletes_tf_config_is_told_with_its_line(tmp_path):
+    run = launch(tmp_path, "unset")
+    assert run.wait(400) == [0, 0], run.summary()  # it "finishes": each task trained alone
+    assert [kind for kind, _ in kinds(run)] == ["not_distributed"], run.summary()
+    said = run.diagnoses[0].message
+    assert f"deletes TF_CONFIG (diagnose_fit.py line {DELETE_LINE})" in said and "trained alone" in said, said
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_model_built_outside_the_strategy_scope_is_told_and_its_steps_are_not_halved(tmp_path):
+    run = launch(tmp_path, "noscope")
+    assert run.wait(400) == [0, 0], run.summary()
+    assert [kind for kind, _ in kinds(run)] == ["not_distributed"], run.summary()
+    assert "outside strategy.scope()" in run.diagnoses[0].message
+    chief = run.workers[0].metrics
+    assert chief.replicas_summed is False
+    first_step = chief.steps[0]  # step 1 of epoch 1 as printed: the loss of one batch, near the epoch's
+    assert first_step["loss"] > 0.7 * chief.history()[0]["loss"], (first_step, chief.history())
+    assert any(note.startswith("per-step curves are drawn as printed") for note in run.notes), run.notes
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_runaway_learning_rate_is_told_with_the_epoch_and_the_values(tmp_path):
+    run = launch(tmp_path, "diverge")
+    assert run.wait(400) == [0, 0], run.summary()
+    assert kinds(run) == [("diverging", 0)], run.summary()
+    said = run.diagnoses[0].message
+    assert "loss grew from" in said and "epoch 1" in said and "learning rate" in said, said
+    assert run.workers[0].metrics.replicas_summed is True  # a clean distributed run's steps are still divided
+
+
+# ----- values --------------------------------------------------------------------------------------------
+def view(position, epochs=(), steps=(), connected=True, runtime_lines=5, record=None) -> TaskView:
+    signals = Signals()
+    signals.connected_at = 1.0 if connected else None
+    signals.tf_config_set = record
+    return TaskView(position=position, id=TaskId("worker", position), is_chief=position == 0, status="finished",
+                    phase="finished", returncode=0, epochs=tuple(epochs), steps=tuple(steps), signals=signals,
+                    runtime_lines=runtime_lines)
+
+
+def epochs(*losses):
+    return [{"epoch": i, "loss": loss, "accuracy": 0.5} for i, loss in enumerate(losses)]
+
+
+def test_equal_epoch_losses_are_synchronous_training_and_different_ones_are_not():
+    same = [view(0, epochs(0.7040, 0.7134)), view(1, epochs(0.7040, 0.7134))]
+    assert not_distributed(same, []) is None
+    found = not_distributed([view(0, epochs(0.664, 0.6714)), view(1, epochs(0.7003, 0.6977))], [])
+    assert found.kind == "not_distributed" and "epoch 1: 0.664 on worker 0, 0.7003 on worker 1" in found.message
+
+
+def test_no_join_while_epochs_advanced_is_told_but_not_for_a_script_without_tensorflow():
+    alone = [view(p, epochs(0.7, 0.6), connected=False) for p in (0, 1)]
+    assert "no task joined a cluster" in not_distributed(alone, []).message
+    plain = [view(p, epochs(0.7, 0.6), connected=False, runtime_lines=0) for p in (0, 1)]  # kwnb.report, no TF
+    assert not_distributed(plain, []) is None
+
+
+def test_tf_config_deleted_after_the_task_joined_did_no_harm():
+    late = {"tf_config": None, "deleted": True, "time": 5.0, "file": "/x/main.py", "line": 40}
+    tasks = [view(0, epochs(0.7), record=late), view(1, epochs(0.7))]
+    assert not_distributed(tasks, []) is None
+    early = dict(late, time=0.5)
+    found = not_distributed([view(0, epochs(0.7), record=early), view(1, epochs(0.7))], [])
+    assert "deletes TF_CONFIG (main.py line 40)" in found.message
+
+
+def test_a_tf_config_the_script_sets_is_told_with_its_line_and_a_deleted_one_is_not_an_override():
+    record = {"tf_config": '{"cluster": {"worker": ["localhost:1"]}}', "deleted": False, "file": "/x/main.py",
+              "line": 7}
+    said = tf_config_overridden(view(0, record=record)).message
+    assert "sets its own TF_CONFIG (localhost:1) (main.py line 7), so" in said, said
+    assert tf_config_overridden(view(0, record={"tf_config": None, "deleted": True, "line": 7})) is None
+
+
+def test_a_hundredfold_rise_over_the_best_loss_is_diverging_and_a_noisy_clean_fit_is_not():
+    clean = [view(0, epochs(0.74, 0.70, 0.71, 0.69)), view(1, epochs(0.74, 0.70, 0.71, 0.69))]
+    assert diverging(clean, []) is None
+    steps = [{"epoch": 0, "step": 1, "loss": 0.345}, {"epoch": 1, "step": 14, "loss": 2100.0}]
+    chief = dataclasses.replace(view(0, epochs(3928.7, 273.7, 254.8), steps=steps), steps_per_epoch=10)
+    found = diverging([chief, view(1)], [])
+    assert found.kind == "diverging" and found.task == 0
+    assert "from 0.345 (epoch 1, step 1/10) to 2.1e+03 (epoch 2, step 4/10)" in found.message, found.message
+    rise = diverging([view(0, epochs(0.69, 5e10, 450.0)), view(1)], [])
+    assert "from 0.69 (epoch 1) to 5e+10 (epoch 2)" in rise.message and "last value was 450" in rise.message
+
+
+def bar(step, steps, loss, accuracy, end="\r"):
+    return f"{step}/{steps} [====] - ETA: 0s - loss: {loss:.4f} - accuracy: {accuracy:.4f}{end}"
+
+
+def test_step_values_are_divided_only_once_an_epoch_shows_they_were_summed():
+    summed = MetricsParser(step_scale=0.5)
+    summed.feed("Epoch 1/2\n" + bar(1, 4, 1.40, 1.0) + bar(3, 4, 1.38, 1.1))
+    assert summed.steps[0]["loss"] == 1.40  # not yet told: as printed
+    summed.feed(bar(4, 4, 0.69, 0.55, end="\n"))
+    assert summed.replicas_summed is True and summed.steps[0]["loss"] == pytest.approx(0.70)
+    alone = MetricsParser(step_scale=0.5)
+    alone.feed("Epoch 1/2\n" + bar(1, 4, 0.70, 0.5) + bar(3, 4, 0.69, 0.55) + bar(4, 4, 0.69, 0.55, end="\n"))
+    assert alone.replicas_summed is False and alone.steps[0]["loss"] == 0.70
+    assert "did not divide them" in unsummed_note([alone]) and unsummed_note([summed]) == ""
+    validated = MetricsParser(step_scale=0.5)  # the epoch line's val_ values are not on the bar: judged on the rest
+    validated.feed("Epoch 1/2\n" + bar(3, 4, 1.38, 1.1) + bar(4, 4, 0.69, 0.55, end="")
+                   + " - val_accuracy: 0.6000 - val_loss: 0.6800\n")
+    assert validated.replicas_summed is True
+
+
+def test_curves_spanning_three_orders_of_magnitude_get_a_log_axis_live_and_saved():
+    wild = {"run": {"epochs": epochs(0.69, 5e10, 450.0)}}
+    tame = {"run": {"epochs": epochs(0.74, 0.70, 0.69)}}
+    assert curves_figure(wild).axes[0].get_yscale() == "log"
+    assert curves_figure(tame).axes[0].get_yscale() == "linear"
+    live = LiveCurves()
+    live.png(tame)
+    assert live._figure.axes[0].get_yscale() == "linear"
+    live.png(wild)  # the same lines, new data: the figure is kept and its axis changes
+    assert live._figure.axes[0].get_yscale() == "log"

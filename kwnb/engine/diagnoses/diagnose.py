@@ -75,7 +75,7 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
     """What holds now: a function of its inputs only (it reads no file and signals no process)."""
     tasks, current = list(view.tasks), list(view.diagnoses)
     members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
-    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now, facts.oom),
+    found = [*waiting_for_peers(joining(tasks), now), *peer_lost(tasks, now, facts.oom),
              *training.uneven_steps(members, current, now)]
     found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
     for task in tasks:
@@ -88,7 +88,7 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
 def wants_stacks(view: RunView, now: float) -> list[int]:
     """The positions of the live tasks whose stacks the next pass needs: every live task is silent (a stall is
     suspected) and no stall has been told yet. The supervisor captures them (stacks.capture: seconds)."""
-    if not _stall_suspected(view, now, waiting_for_peers([t for t in view.tasks if t.task_type != "evaluator"], now)):
+    if not _stall_suspected(view, now, waiting_for_peers(joining(view.tasks), now)):
         return []
     if any(d.kind in ("stalled", "uneven_steps") for d in view.diagnoses):
         return []
@@ -124,6 +124,15 @@ def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | Non
     # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py).
     causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training]
     return min(causes, key=lambda d: d.since) if causes else None
+
+
+def joining(tasks) -> list[TaskView]:
+    """The tasks that join a cluster and log it: not a sidecar evaluator (outside the cluster), and none of a
+    parameter-server job's: its workers and ps only serve, and its coordinator (a chief task or the notebook)
+    connects to them without a coordination service, so no task of it ever logs a join."""
+    if any(task.task_type == "ps" for task in tasks):
+        return []
+    return [task for task in tasks if task.task_type != "evaluator"]
 
 
 # ----- one function per kind -------------------------------------------------------------------------

@@ -198,6 +198,15 @@ def test_the_culprit_is_the_task_whose_main_thread_is_outside_tensorflow():
     assert culprits({0: waiting, 1: in_a_library}) == [1]
     assert culprits({0: waiting, 1: waiting}) == []
     assert culprits({0: "", 1: waiting}) == []  # no stack: never the culprit
+    # TensorFlow's all-reduce waiting in multiprocessing.pool (as a loaded run's worker 1 did, issue 29): the
+    # standard library's frames are where it waits, not whose wait it is
+    python = "/root/.pyenv/versions/3.11.7/lib/python3.11"
+    all_reduce = dump(f"{python}/threading.py", f"{python}/threading.py", f"{python}/multiprocessing/pool.py",
+                      f"{python}/multiprocessing/pool.py",
+                      "/venv/lib/python3.11/site-packages/tensorflow/python/distribute/cross_device_ops.py",
+                      "/venv/lib/python3.11/site-packages/tf_keras/src/engine/training.py", "/job/main.py")
+    assert culprits({0: waiting, 1: all_reduce}) == []
+    assert culprits({0: all_reduce, 1: in_callback}) == [1]
 
 
 def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():

@@ -19,7 +19,8 @@ from kwnb.engine.diagnoses.stacks import blocked_at, py_spy
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
+SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPT = SCRIPTS / "diagnose_fit.py"
 _SOURCE = SCRIPT.read_text().splitlines()
 RAISE_LINE = 1 + next(i for i, line in enumerate(_SOURCE) if "raise ValueError" in line)
 SLEEP_LINE = 1 + next(i for i, line in enumerate(_SOURCE) if "time.sleep(3600)" in line)
@@ -142,6 +143,17 @@ def test_keras3_is_named_as_such(tmp_path):
     assert "keras-team/keras#20585" in run.reason
 
 
+def test_keras3_forced_by_the_runs_env_names_that_variable(tmp_path):
+    """A program that uses tf.keras, run with --env TF_USE_LEGACY_KERAS=0: tf.keras is Keras 3 then, so the
+    advice to use tf.keras would send the learner the wrong way (issue 29)."""
+    run = launch(tmp_path, "clean", env={"TF_USE_LEGACY_KERAS": "0"})
+    run.wait(120)
+    found = [d for d in run.diagnoses if d.kind == "keras3"]
+    assert found, run.summary()
+    assert "--env TF_USE_LEGACY_KERAS=0 made tf.keras Keras 3" in found[0].message
+    assert "instead of `import keras`" not in found[0].message
+
+
 def test_a_script_that_sets_its_own_tf_config_is_told_so_and_not_relaunched(tmp_path):
     ports = free_ports(2)
     run = launch(tmp_path, "own", f"{ports[0]},{ports[0]}")  # both tasks on one port: the second cannot bind
@@ -198,6 +210,15 @@ def test_the_culprit_is_the_task_whose_main_thread_is_outside_tensorflow():
     assert culprits({0: waiting, 1: in_a_library}) == [1]
     assert culprits({0: waiting, 1: waiting}) == []
     assert culprits({0: "", 1: waiting}) == []  # no stack: never the culprit
+    # TensorFlow's all-reduce waiting in multiprocessing.pool (as a loaded run's worker 1 did, issue 29): the
+    # standard library's frames are where it waits, not whose wait it is
+    python = "/root/.pyenv/versions/3.11.7/lib/python3.11"
+    all_reduce = dump(f"{python}/threading.py", f"{python}/threading.py", f"{python}/multiprocessing/pool.py",
+                      f"{python}/multiprocessing/pool.py",
+                      "/venv/lib/python3.11/site-packages/tensorflow/python/distribute/cross_device_ops.py",
+                      "/venv/lib/python3.11/site-packages/tf_keras/src/engine/training.py", "/job/main.py")
+    assert culprits({0: waiting, 1: all_reduce}) == []
+    assert culprits({0: all_reduce, 1: in_callback}) == [1]
 
 
 def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():
@@ -216,3 +237,18 @@ def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():
     assert _peers_named(report, reporter, [reporter, same_port_elsewhere, lost]) == [lost]
     report = PeerUnavailable(reason="Connection refused", address="127.0.0.1:20000", lines=("x",))
     assert _peers_named(report, reporter, [reporter, same_port_elsewhere, lost]) == [lost]  # not itself
+
+
+@pytest.mark.parametrize("mistake, quoted, fix", [
+    ("late_strategy", "Collective ops must be configured at program startup",
+     "create MultiWorkerMirroredStrategy first, right after importing TensorFlow"),
+    ("estimator", "module 'tensorflow' has no attribute 'estimator'", "TensorFlow 2.16 removed tf.estimator"),
+    ("session", "tf.placeholder() is not compatible with eager execution", "This is TensorFlow 1 graph code"),
+])
+def test_a_known_error_is_explained_with_its_fix(tmp_path, mistake, quoted, fix):
+    """TensorFlow's words say what failed, not what to do: the error diagnosis adds one sentence with the fix."""
+    run = kwnb.launch(SCRIPTS / "known_errors.py", n=2, name=mistake, args=[mistake], runs_dir=tmp_path / "runs",
+                      cwd=tmp_path)
+    run.wait(200)
+    errors = [d for d in run.diagnoses if d.kind == "error"]
+    assert errors and all(quoted in d.message and fix in d.message for d in errors), run.summary()

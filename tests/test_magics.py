@@ -149,3 +149,26 @@ def test_cli_bad_input_and_failure_exit_codes(tmp_path):
                             capture_output=True, text=True, env=env, timeout=60)
     assert failed.returncode == 1
     assert "[worker 1] about to fail" in failed.stdout and "exit codes: 3, 3" in failed.stdout
+
+
+def test_a_runs_notes_are_printed_once_as_it_starts_and_not_again_in_its_summary(ip, monkeypatch, capsys):
+    """The host-network note (another account here, and a ps run, which gets the host network) used to be
+    printed as the run started, then again in the summary of `--wait` and of %kw_wait (issue 29)."""
+    from kwnb.backends import local, network_choice
+    from kwnb.machine.neighbours import Neighbours
+
+    monkeypatch.delenv("KWNB_NETWORK", raising=False)
+    monkeypatch.setattr(local, "neighbours", lambda: Neighbours(other_uids=(4242,)))
+    monkeypatch.setattr(network_choice, "_told_host", False)
+    from types import SimpleNamespace
+
+    from kwnb.notebook import dashboard  # a terminal shell would print the dashboard's text view too: the
+    monkeypatch.setattr(dashboard, "dashboard_for", lambda run: SimpleNamespace(show=lambda: None))  # cells' own
+    monkeypatch.setattr(dashboard, "settle", lambda run: None)  # output is what is counted here
+    ip.run_cell_magic("kw_worker", "serve.py -n 1 --ps 1 --wait", "import time\ntime.sleep(0.3)\n")
+    started = capsys.readouterr().out
+    assert started.count("other users of this machine can connect") == 1, started
+    assert "kwnb run 'serve': finished" in started
+    ip.run_line_magic("kw_wait", "serve")
+    assert "other users of this machine can connect" not in capsys.readouterr().out
+    assert "note: other users of this machine can connect" in kwnb.get_run("serve").summary()  # kept for later

@@ -82,6 +82,7 @@ def test_support_runs_unshare_and_reports_what_it_said(tmp_path, monkeypatch):
     assert not found.possible and "unshare failed: Operation not permitted" in found.forbidden_by
     with pytest.raises(LaunchError, match="--network private cannot work here: .*Operation not permitted"):
         local.LocalLauncher(network="private").check()
+    monkeypatch.setattr(local, "neighbours", lambda: Neighbours(other_uids=(4242,)))  # the note is for them
     launcher = local.LocalLauncher()  # the default falls back to the host network and says why, once
     assert launcher.addresses(plan_tasks(2))[0].startswith("localhost:") and launcher.chosen == "host"
     notes = launcher.finish()
@@ -111,27 +112,32 @@ os.environ["KWNB_USERNET"] = "none"  # no user-mode networking: the default is t
 from kwnb.backends import local, make_launcher
 from kwnb.engine.live.cluster import plan_tasks
 from kwnb.machine.neighbours import Neighbours
-local.neighbours = Neighbours  # a single user's machine, whoever else uses the one running the suite
+import sys
+# a single user's machine (told nothing), else another account here, whoever else uses the one running the suite
+alone = sys.argv[1:] == ["alone"]  # else a ps run (host network) with another account here
+local.neighbours = Neighbours if alone else (lambda: Neighbours(other_uids=(4242,)))
 seen = []
 for _ in range(3):
     launcher = make_launcher("local")
-    launcher.addresses(plan_tasks(2))
+    launcher.addresses(plan_tasks(2) if alone else plan_tasks(1, ps=1))
     seen.append([launcher.chosen, launcher.finish()])
 print(json.dumps(seen))
 """
 
 
-def test_host_note_is_said_once_per_process():
+def test_host_note_is_said_once_per_process_and_only_where_someone_else_could_connect():
     result = subprocess.run([sys.executable, "-c", NOTE_ONCE], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.splitlines()[-1])
     assert [chosen for chosen, _ in seen] == ["host"] * 3
     first, *later = [notes for _, notes in seen]
     assert later == [[], []] and len(first) == 1
-    if netns.support().possible:
-        assert "--network private isolates them (install slirp4netns or passt" in first[0]
-    else:
-        assert "cannot isolate them here" in first[0]
+    assert "other users of this machine can connect" in first[0] and "uid 4242" in first[0]
+    assert "a ps run cannot be private, since this notebook coordinates its tasks" in first[0]
+    alone = subprocess.run([sys.executable, "-c", NOTE_ONCE, "alone"], capture_output=True, text=True, timeout=60,
+                           cwd=REPO)
+    assert alone.returncode == 0, alone.stderr
+    assert [notes for _, notes in json.loads(alone.stdout.splitlines()[-1])] == [[], [], []]  # a laptop: no noise
 
 
 def test_default_is_private_where_everything_is_there():
@@ -146,15 +152,32 @@ def test_default_is_private_where_everything_is_there():
     assert launcher.private is None  # finish() ended the namespace: no task lives in it
 
 
-def test_ps_runs_refuse_a_private_network_and_default_to_the_host(tmp_path):
+def test_ps_runs_refuse_a_private_network_and_default_to_the_host(tmp_path, monkeypatch):
     private_possible()
     script = tmp_path / "server.py"
     script.write_text("import time\ntime.sleep(60)\n")
     with pytest.raises(LaunchError, match="the notebook coordinates ps tasks and must reach them: use --network host"):
         kwnb.launch(script, n=1, ps=1, network="private", runs_dir=tmp_path / "runs")
+    monkeypatch.setattr(local, "neighbours", lambda: Neighbours(other_uids=(4242,)))  # someone to warn
     launcher = make_launcher("local")
     assert launcher.addresses(plan_tasks(1, ps=1)) and launcher.chosen == "host"
     assert "a ps run cannot be private" in launcher.finish()[0]
+
+
+def test_a_ps_run_with_a_chief_task_is_coordinated_by_that_task_not_the_notebook(monkeypatch):
+    """Under --chief the chief task coordinates ParameterServerStrategy inside the run's network: the run
+    needs no host network, and no note says the notebook coordinates it."""
+    found = private_possible()
+    monkeypatch.setattr(local, "neighbours", lambda: Neighbours(other_uids=(4242,)))
+    assert not network_choice.coordinated_here(["chief", "worker", "ps"])
+    assert network_choice.coordinated_here(["worker", "ps", "chief"])
+    launcher = make_launcher("local")
+    try:
+        assert launcher.addresses(plan_tasks(1, ps=1, chief=True))
+        assert launcher.chosen == ("private" if found.complete else "host")
+        assert not any("coordinates" in note for note in launcher._notes)
+    finally:
+        launcher.finish()
 
 
 def test_network_option_reaches_the_local_launcher_only():

@@ -302,6 +302,20 @@ def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
     assert board.curves.value  # drawn, the evaluator's line among the chief's
 
 
+@pytest.mark.slow
+def test_a_parameter_server_job_with_a_chief_task_ends_with_no_diagnosis(tmp_path):
+    """Kubeflow's dist_mnist pattern: the chief task coordinates ParameterServerStrategy, the worker and the
+    ps only serve (they never log a join) and are stopped after the chief. It succeeded, and said once that
+    the chief exited normally before joining (waiting_for_peers)."""
+    run = kwnb.launch(SCRIPTS / "ps_chief_fit.py", 1, name="ps_chief", chief=True, ps=1, network="host",
+                      runs_dir=tmp_path / "runs", cwd=tmp_path)
+    assert run.wait(timeout=400) and run.done, run.summary()
+    assert run.status == "finished" and "chief done" in run.logs("chief:0"), run.summary()
+    assert [row["epoch"] for row in run.history()] == [0, 1]  # the chief's fit
+    assert run.diagnoses == [] and run.diagnosis_history == [], run.summary()
+    assert not any("notebook coordinates" in note for note in run.notes), run.notes
+
+
 # ----- which task is the chief ---------------------------------------------------------------------
 
 def test_the_chief_is_a_chief_task_else_worker_0_else_the_coordinator():

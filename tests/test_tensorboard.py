@@ -212,6 +212,24 @@ def test_without_tensorboard_nothing_is_read_and_it_says_why(tf, tmp_path):
     assert out.startswith("([], []) ([], []) cannot read TensorBoard event files")
 
 
+def test_reading_event_files_in_a_kernel_writes_no_tensorflow_start_up_lines(tf, tmp_path):
+    """The first read imports TensorFlow in the reading process (a kernel): its C++ start-up lines (absl's
+    warning, CUDA drivers, CPU instructions) went to descriptor 2, which ipykernel forwards into the running
+    cell as red stderr (issue 29). Descriptor 2 is back afterwards, and the environment untouched."""
+    since = time.time()
+    Writer(tf, tmp_path / "logs").write(("epoch_loss", 0, 0.5))
+    code = ("import os, sys\n"
+            "from kwnb.engine.readers.tensorboard import TensorBoardScalars\n"
+            f"reader = TensorBoardScalars([{str(tmp_path)!r}], {since!r})\n"
+            "epochs, _ = reader.poll(rescan=True)\n"
+            "os.write(2, b'descriptor 2 is back\\n')\n"
+            "print('tensorflow' in sys.modules, [row['loss'] for row in epochs], os.environ.get('TF_CPP_MIN_LOG_LEVEL'))")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert result.stdout.strip() == "True [0.5] None", result.stderr
+    assert result.stderr == "descriptor 2 is back\n"
+
+
 # ----- %kw_tensorboard ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ip():

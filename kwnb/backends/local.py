@@ -162,7 +162,7 @@ class LocalLauncher(Launcher):
         return [f"localhost:{port}" for port in free_ports(len(tasks))]
 
     def _choose(self, tasks: list[TaskId]) -> str:
-        ps = any(task.type == "ps" for task in tasks)
+        ps = network_choice.coordinated_here([task.type for task in tasks])  # not under --chief: the chief does
         if self.chosen is None:
             found, others = netns.support(), neighbours()
             choice = network_choice.choose(self.network, self.said_by, ps, found, others)

@@ -3,7 +3,8 @@
 that go with it (docs/hub-network.md#network-isolation-defaults).
 
 - `--network`, else $KWNB_NETWORK, is obeyed as given;
-- a ps run gets the host network (the notebook coordinates its tasks and must reach them);
+- a ps run without a chief task gets the host network (the notebook coordinates its tasks and must reach
+  them; under `--chief` the chief task coordinates, inside the run's network);
 - private wherever it also reaches the outside (user namespaces or root, and a working slirp4netns
   or pasta), as before;
 - private without outside access wherever someone else could connect to the tasks (machine/neighbours.py:
@@ -47,8 +48,15 @@ def wanted(option: str | None, environ: dict | None = None) -> tuple[str | None,
     return network, said if network else ""
 
 
+def coordinated_here(task_types: list[str]) -> bool:
+    """The notebook coordinates the run's tasks: ps tasks and no chief task (engine/tasks/roles.py). A chief
+    task comes first (cluster.plan_tasks); the chief entry reserved for the notebook comes last."""
+    return "ps" in task_types and task_types[0] != "chief"
+
+
 def choose(network: str | None, said_by: str, ps: bool, found: Support, others: Neighbours) -> Choice:
-    """The network a run gets: `network` as given, else the default for this machine (module docstring)."""
+    """The network a run gets: `network` as given, else the default for this machine (module docstring).
+    `ps`: the notebook coordinates the run's tasks (`coordinated_here`)."""
     if network:
         return Choice(network, f"{said_by}={network}", said_by)
     if ps:
@@ -75,12 +83,14 @@ _told_host = False  # the host-network note: once per process, so once per kerne
 
 
 def host_note(choice: Choice, found: Support, others: Neighbours, ps: bool = False) -> str:
-    """The one line, once per process, on who can connect to host-network tasks and how to isolate them."""
+    """The one line, once per process, on who can connect to host-network tasks and how to isolate them;
+    nothing where nobody else was seen (a single-user laptop: there it would only be noise). `ps`: the
+    notebook coordinates the run's tasks (`coordinated_here`)."""
     global _told_host
-    if _told_host or choice.given:
+    if _told_host or choice.given or not others.present:
         return ""
     _told_host = True
-    exposed = "the tasks listen on every interface of this machine, so other hosts on its network can connect to them"
+    exposed = f"the tasks listen on every interface of this machine, so others can connect to them ({others.who()})"
     if others.on_this_machine:
         exposed = f"other users of this machine can connect to the tasks' ports and run code as you ({others.who()})"
     if ps:

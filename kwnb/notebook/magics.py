@@ -103,6 +103,7 @@ class KwnbMagics(Magics):
     def __init__(self, shell):
         super().__init__(shell)
         self.job_files: list[Path] = []  # written with %%kw_file: part of every run's job
+        self._told_notes: dict[str, set[str]] = {}  # by run folder: the notes printed as each run started
 
     @cell_magic
     @magic_arguments()
@@ -123,8 +124,7 @@ class KwnbMagics(Magics):
             run = api.launch(script, files=list(self.job_files), **options)
         except KwnbError as error:
             raise UsageError(str(error)) from None
-        for note in run.notes:
-            print(f"kwnb: {note}")
+        self._print_notes(run)
         if args.wait:
             from .dashboard import dashboard_for, settle
 
@@ -135,9 +135,22 @@ class KwnbMagics(Magics):
                 print(f"kwnb: interrupted; run {run.name!r} goes on (%kw_stop {run.name} stops it)")
                 return None
             settle(run)
-            print(run.summary())
+            print(self._summary(run))
             return None
         return run
+
+    def _print_notes(self, run) -> None:
+        """The run's notes as it starts, each said once: its summary (%kw_wait) leaves them out."""
+        told = self._told_notes.setdefault(str(run.dir), set())
+        for note in run.notes:
+            if note not in told:
+                print(f"kwnb: {note}")
+                told.add(note)
+
+    def _summary(self, run) -> str:
+        from ..engine.records.summary import format_summary
+
+        return format_summary(run.snapshot(), told=self._told_notes.get(str(run.dir), ()))
 
     @cell_magic
     @magic_arguments()
@@ -166,7 +179,7 @@ class KwnbMagics(Magics):
             from .dashboard import settle
 
             settle(run)
-        print(run.summary())
+        print(self._summary(run))
 
     @line_magic
     @magic_arguments()

@@ -16,6 +16,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from . import known_errors
 from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
@@ -77,12 +78,13 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
     """What holds now: a function of its inputs only (it reads no file and signals no process)."""
     tasks, current = list(view.tasks), list(view.diagnoses)
     members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
-    found = [*waiting_for_peers(members, now), *peer_lost(tasks, now, facts.oom),
+    found = [*waiting_for_peers(joining(tasks), now), *peer_lost(tasks, now, facts.oom),
              *training.uneven_steps(members, current, now)]
     found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
     found += [d for d in (not_distributed(tasks, current), diverging(tasks, current)) if d]  # finished but wrong
     for task in tasks:
-        found += [d for d in (killed(task, facts.oom.get(task.position)), error(task, view.script), keras3(task),
+        found += [d for d in (killed(task, facts.oom.get(task.position)), error(task, view.script),
+                              keras3(task, view.env),
                               tf_config_overridden(task), port_taken(task)) if d]
     stall = _stall(view, now, facts.stacks) if _stall_suspected(view, now, found) else None
     return found + [stall] * bool(stall)
@@ -91,7 +93,7 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
 def wants_stacks(view: RunView, now: float) -> list[int]:
     """The positions of the live tasks whose stacks the next pass needs: every live task is silent (a stall is
     suspected) and no stall has been told yet. The supervisor captures them (stacks.capture: seconds)."""
-    if not _stall_suspected(view, now, waiting_for_peers([t for t in view.tasks if t.task_type != "evaluator"], now)):
+    if not _stall_suspected(view, now, waiting_for_peers(joining(view.tasks), now)):
         return []
     if any(d.kind in ("stalled", "uneven_steps") for d in view.diagnoses):
         return []
@@ -127,6 +129,15 @@ def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | Non
     # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py).
     causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training]
     return min(causes, key=lambda d: d.since) if causes else None
+
+
+def joining(tasks) -> list[TaskView]:
+    """The tasks that join a cluster and log it: not a sidecar evaluator (outside the cluster), and none of a
+    parameter-server job's: its workers and ps only serve, and its coordinator (a chief task or the notebook)
+    connects to them without a coordination service, so no task of it ever logs a join."""
+    if any(task.task_type == "ps" for task in tasks):
+        return []
+    return [task for task in tasks if task.task_type != "evaluator"]
 
 
 # ----- one function per kind -------------------------------------------------------------------------
@@ -259,17 +270,27 @@ def error(task: TaskView, script: str) -> Diagnosis | None:
         return None  # it failed because a peer was lost: peer_lost says which
     where = f" ({traceback.where})" if traceback.where else ""
     message = f": {traceback.message}" if traceback.message else ""
-    return Diagnosis("error", task.position, f"{task.id} failed with {traceback.short_type}{message}{where}",
-                     evidence=list(traceback.lines[-6:]))
+    fix = known_errors.explain(traceback.short_type, traceback.message or "")
+    return Diagnosis("error", task.position, f"{task.id} failed with {traceback.short_type}{message}{where}"
+                     + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]))
 
 
-def keras3(task: TaskView) -> Diagnosis | None:
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # tf.keras is tf-keras only where it is one of TensorFlow's true words
+LEGACY_TRUE = ("1", "true", "True")
+
+
+def keras3(task: TaskView, env: Mapping[str, str] = {}) -> Diagnosis | None:
+    """Keras 3 under MultiWorkerMirroredStrategy: from `import keras`, or from the run's --env (`env`) that
+    made tf.keras Keras 3 too, whatever the script imports (then the variable is the cause)."""
     if task.signals.keras3 is None:
         return None
-    return Diagnosis("keras3", task.position,
-                     f"{task.id} ran Keras 3, which cannot train under MultiWorkerMirroredStrategy (keras-team/keras"
-                     f"#20585): use tf.keras instead of `import keras` (kwnb sets TF_USE_LEGACY_KERAS=1 for tf-keras)",
-                     evidence=list(task.signals.keras3[1].lines))
+    said = f"{task.id} ran Keras 3, which cannot train under MultiWorkerMirroredStrategy (keras-team/keras#20585)"
+    if LEGACY_KERAS in env and env[LEGACY_KERAS] not in LEGACY_TRUE:
+        fix = (f"the run's --env {LEGACY_KERAS}={env[LEGACY_KERAS]} made tf.keras Keras 3: leave that variable out "
+               f"(kwnb sets {LEGACY_KERAS}=1, which makes tf.keras tf-keras)")
+    else:
+        fix = f"use tf.keras instead of `import keras` (kwnb sets {LEGACY_KERAS}=1 for tf-keras)"
+    return Diagnosis("keras3", task.position, f"{said}: {fix}", evidence=list(task.signals.keras3[1].lines))
 
 
 def tf_config_overridden(task: TaskView) -> Diagnosis | None:

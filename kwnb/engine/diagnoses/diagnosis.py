@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from ..tasks.view import TaskView
 
@@ -38,6 +39,7 @@ class RunView:
     user_files: tuple[str, ...] = ()  # the script and the job's files: whose frames a diagnosis names
     stall_after: float = 60.0  # seconds without progress before `stalled`; 0 turns it off
     diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
+    env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
 
 
 def signal_name(number: int) -> str:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 DUMP_SECONDS = 3.0  # a dump is written from the signal handler within milliseconds; a busy machine is slower
 SETTLE_SECONDS = 0.2  # a dump is complete once its file stops growing for this long
 _FRAME = re.compile(r'\s+File "(.*)", line (\d+) in (\S+)')
+_STDLIB = re.compile(r"/lib/python3\.\d+/")
 
 
 def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
@@ -96,6 +97,17 @@ def threads(text: str) -> list[list[tuple[str, int, str]]]:
 def main_thread(stacks: list) -> list | None:
     """The main thread of a dump's `threads`: the one that runs the bootstrap (its outermost frame), else the longest."""
     return next((s for s in stacks if s and s[-1][0].endswith("bootstrap.py")), None) or max(stacks, key=len, default=None)
+
+
+def standard_library(file: str) -> bool:
+    """A frame of Python's standard library (lib/python3.X/, not its site-packages): where a wait is, not
+    whose it is (multiprocessing.pool and threading wait for TensorFlow as for the user's code)."""
+    return bool(_STDLIB.search(file)) and not any(part in file for part in ("/site-packages/", "/dist-packages/"))
+
+
+def innermost_owner(main: list) -> tuple | None:
+    """The innermost frame outside the standard library: the code that made the main thread wait."""
+    return next((frame for frame in main if not standard_library(frame[0])), None)
 
 
 def user_frame(main: list, user_files: tuple = ()) -> tuple | None:

@@ -223,11 +223,12 @@ def nan_loss(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | Non
 # ----- the stall's culprit ---------------------------------------------------------------------------
 def culprits(dumps: dict[int, str]) -> list[int]:
     """Positions of the tasks whose main thread is not inside TensorFlow or Keras (blocked in the user's own
-    code, or in a library it called): the others wait for them in a collective."""
+    code, or in a library it called): the others wait for them in a collective. Judged on the innermost frame
+    outside the standard library: TensorFlow's all-reduce waits in multiprocessing.pool and threading too."""
     found = []
     for position, text in sorted(dumps.items()):
-        main = stack_dumps.main_thread(stack_dumps.threads(text))
-        if main and not main[0][0].startswith("<") and not any(p in main[0][0] for p in _FRAMEWORK):
+        owner = stack_dumps.innermost_owner(stack_dumps.main_thread(stack_dumps.threads(text)) or [])
+        if owner and not owner[0].startswith("<") and not any(p in owner[0] for p in _FRAMEWORK):
             found.append(position)
     return found
 

@@ -161,7 +161,8 @@ class Supervisor:
         """What a diagnosis pass reads, copied under the state lock."""
         run = self.run
         return RunView(tasks=_views(run, now), name=run.name, script=run.script.name, user_files=run.user_files,
-                       stall_after=run.stall_after, diagnoses=tuple(d.copy() for d in run.diagnoses))
+                       stall_after=run.stall_after, diagnoses=tuple(d.copy() for d in run.diagnoses),
+                       env=dict(run.user_env))
 
     def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:
         """What a pass needs from the processes, gathered outside the state lock: the OOM killer's evidence

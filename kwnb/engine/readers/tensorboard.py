@@ -25,6 +25,7 @@ the first epoch that ended (by the summaries' wall time) after it, else the epoc
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import os
 import sys
@@ -41,6 +42,27 @@ MTIME_SLACK = 0.02  # file times come from a coarse clock, up to a jiffy (4-10 m
 SKIPPED_FOLDERS = ("__pycache__", "node_modules", "site-packages")
 EVENTS_MARK = "tfevents"  # TensorBoard's own test for an event file name
 KEEP_EARLY_STEPS = 100_000  # steps kept to work out steps per epoch (needs the first epoch's)
+
+
+@contextlib.contextmanager
+def quiet_tensorflow_import():
+    """TensorFlow imported by kwnb in a kernel (TensorBoard's reader) writes its C++ start-up lines (absl's
+    warning, CUDA drivers, CPU instructions) to file descriptor 2, which ipykernel forwards into whatever cell
+    runs then, as red stderr; TF_CPP_MIN_LOG_LEVEL does not reach absl's. So descriptor 2 points at /dev/null
+    for that import only (2.5 s, once per kernel; Python's sys.stderr is not it in a kernel). The tasks'
+    environment is untouched: they must log TensorFlow's joining lines. Nothing where TensorFlow is imported."""
+    if "tensorflow" in sys.modules:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def use_tensorflow_stub() -> bool:
@@ -146,17 +168,20 @@ class _EventFile:
         if size == self.size:
             return []
         self.size = size
-        if self._accumulator is None:
-            from tensorboard.backend.event_processing import event_accumulator as ea
-
-            keep_all = {ea.SCALARS: 0, ea.TENSORS: 0}  # 0 keeps every point; the default samples 10,000
-            self._accumulator = ea.EventAccumulator(str(self.path), size_guidance=keep_all, purge_orphaned_data=False)
-        accumulator = self._accumulator
-        accumulator.Reload()
-        points = self._points(accumulator)
+        with quiet_tensorflow_import():  # the first read imports TensorFlow (TensorBoard's lazy `tf`)
+            accumulator = self._accumulator or self._open()
+            accumulator.Reload()
+            points = self._points(accumulator)
         for reservoir in (accumulator.scalars, accumulator.tensors):  # read once: dropped, so memory stays flat
             reservoir.FilterItems(lambda _: False)
         return points
+
+    def _open(self):
+        from tensorboard.backend.event_processing import event_accumulator as ea
+
+        keep_all = {ea.SCALARS: 0, ea.TENSORS: 0}  # 0 keeps every point; the default samples 10,000
+        self._accumulator = ea.EventAccumulator(str(self.path), size_guidance=keep_all, purge_orphaned_data=False)
+        return self._accumulator
 
     def _points(self, accumulator) -> list[Point]:
         from tensorboard.util import tensor_util

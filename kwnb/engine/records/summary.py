@@ -5,6 +5,8 @@ past run given instead is asked for its snapshot first.
 """
 from __future__ import annotations
 
+from typing import Collection
+
 from ...machine.sizes import format_size
 from ..tasks.status import Status
 from .snapshot import RunSnapshot, as_snapshot
@@ -15,7 +17,8 @@ def format_metrics(row: dict, limit: int = 4) -> str:
     return "  ".join(f"{k} {v:.4g}" for k, v in shown)
 
 
-def format_summary(run: RunSnapshot) -> str:
+def format_summary(run: RunSnapshot, told: Collection[str] = ()) -> str:
+    """`told`: notes the reader was already shown (a notebook prints them as the run starts): not repeated."""
     run = as_snapshot(run)
     codes = run.exit_codes
     tasks = len(run.workers)
@@ -50,7 +53,7 @@ def format_summary(run: RunSnapshot) -> str:
         lines.append(f"curves: {run.curves_path}")
     if run.timeline_path:
         lines.append(f"timeline: {run.timeline_path}")
-    lines.extend(f"note: {note}" for note in run.notes)
+    lines.extend(f"note: {note}" for note in run.notes if note not in told)
     lines.extend(f"not recorded: {what}" for what in run.missing)
     return "\n".join(lines)
 

@@ -1,0 +1,28 @@
+"""Errors whose message says what went wrong but not what to do: one sentence with the fix, for the
+`error` diagnosis (diagnose.py). Each pattern is matched against the task's traceback (its type and message);
+the first that matches explains it. The messages are TensorFlow 2.21's (tests/test_diagnose.py runs each).
+"""
+from __future__ import annotations
+
+import re
+
+KNOWN: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"Collective ops must be configured at program startup"),
+     "The strategy was created after the script's first TensorFlow operation (a tensor, a dataset or a model): "
+     "create MultiWorkerMirroredStrategy first, right after importing TensorFlow, as TensorFlow configures "
+     "collectives once, at program startup"),
+    (re.compile(r"module 'tensorflow' has no attribute 'estimator'"),
+     "TensorFlow 2.16 removed tf.estimator: train a Keras model with model.fit (or a custom loop) under "
+     "the strategy instead"),
+    (re.compile(r"tf\.placeholder\(\) is not compatible with eager execution|"
+                r"module 'tensorflow' has no attribute '(Session|placeholder|ConfigProto)'|"
+                r"tf\.compat\.v1\.Session|The Session graph is empty"),
+     "This is TensorFlow 1 graph code (placeholders, sessions), which MultiWorkerMirroredStrategy does not run in "
+     "TensorFlow 2: write the model in Keras (model.fit) or as a tf.function under strategy.scope()"),
+)
+
+
+def explain(short_type: str, message: str) -> str:
+    """The fix for an error kwnb knows, in one sentence (capitalised: it follows TensorFlow's), or ""."""
+    text = f"{short_type}: {message}"
+    return next((fix for pattern, fix in KNOWN if pattern.search(text)), "")

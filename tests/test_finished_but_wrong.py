@@ -87,6 +87,13 @@ def test_equal_epoch_losses_are_synchronous_training_and_different_ones_are_not(
     assert found.kind == "not_distributed" and "epoch 1: 0.664 on worker 0, 0.7003 on worker 1" in found.message
 
 
+def test_a_loss_that_became_nan_on_every_worker_is_not_told_as_not_distributed():
+    """NaN is not equal to itself: notebook 06's NaN run (inputs 255 times too large) read as not distributed."""
+    nan, inf = float("nan"), float("inf")
+    assert not_distributed([view(0, epochs(nan, nan)), view(1, epochs(nan, nan))], []) is None
+    assert not_distributed([view(0, epochs(inf, nan)), view(1, epochs(nan, inf))], []) is None
+
+
 def test_no_join_while_epochs_advanced_is_told_but_not_for_a_script_without_tensorflow():
     alone = [view(p, epochs(0.7, 0.6), connected=False) for p in (0, 1)]
     assert "no task joined a cluster" in not_distributed(alone, []).message

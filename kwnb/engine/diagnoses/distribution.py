@@ -11,6 +11,7 @@ Said once, on one task, whether or not the run failed: a run that never distribu
 """
 from __future__ import annotations
 
+import math
 import os
 
 from ..tasks.view import TaskView
@@ -107,4 +108,8 @@ def _shared_metric(row: dict, theirs: dict | None) -> str | None:
 
 
 def _same(a: float, b: float) -> bool:
+    """Equal as synchronous training prints them. A NaN or infinite value proves nothing either way (NaN is not
+    equal to itself: a run whose loss became NaN on both workers read as not distributed): nan_loss tells it."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return True
     return abs(a - b) <= max(SAME_ABSOLUTE, SAME_RELATIVE * max(abs(a), abs(b)))

@@ -40,9 +40,10 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def unsummed_note(parsers: list["MetricsParser"]) -> str:
-    """A run's note when some task's per-step values were left as printed: kwnb never saw that they were
-    summed over replicas (curves never halve values on a guess)."""
-    unsure = [p for p in parsers if p.steps and p.step_scale != 1.0 and not p.replicas_summed]
+    """A run's note when some task's per-step values were left as printed because no epoch's end told kwnb
+    whether they were summed over replicas (curves never halve values on a guess). Told either way, there
+    was no guess: no note (a run whose epochs showed them unsummed, as kwnb.report or a plain loop print)."""
+    unsure = [p for p in parsers if p.steps and p.step_scale != 1.0 and p.replicas_summed is None]
     if not unsure:
         return ""
     replicas = round(1.0 / unsure[0].step_scale)

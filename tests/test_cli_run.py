@@ -6,6 +6,7 @@ Plain-Python tasks: what is tested is the path of the lines, not TensorFlow.
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 
 from kwnb import cli
@@ -25,6 +26,11 @@ def run_cli(tmp_path, capsys, monkeypatch, *flags: str) -> list[str]:
     (tmp_path / "chatty.py").write_text(SCRIPT)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    # `kwnb run` switches this process to TensorBoard's TensorFlow stub (readers/tensorboard.use_tensorflow_stub),
+    # for the whole process: undone after the test, or every later test's tf.summary here got the stub ("cannot
+    # import tensorflow 2.0 API": 10 of test_tensorboard.py's tests failed after these in the full suite).
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.notf", None)
+    del sys.modules["tensorboard.compat.notf"]
     code = cli.main(["run", "chatty.py", "-n", "2", "--network", "host", *flags])
     assert code == 0
     return capsys.readouterr().out.splitlines()

@@ -13,7 +13,6 @@ A warning that means a run could not work at all is `blocking`: `kwnb doctor` th
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from .backends.warm import limits_less_the_pool
 from .errors import KwnbError
 from .engine.live.inputs import find_python
 from .machine.limits import read_limits
@@ -83,10 +83,11 @@ def checks(python: str | None = None, environ: dict | None = None) -> list[Check
     found += limit_checks(limits, pool_memory)
     found.append(fit_check(limits, probe))
     found.append(pool_check(environ))
-    found.append(network_check(environ))
-    found.append(reach_check(environ))
+    decision = _decided(environ)  # once: three lines read it (about 0.2 s each: a namespace probe, /proc)
+    found.append(network_check(environ, decision))
+    found.append(reach_check(environ, decision))
     found.append(runs_dir_check())
-    found += workshop_checks(limits, probe, environ)
+    found += workshop_checks(limits, probe, environ, decision)
     slurm = slurm_check()
     if slurm is not None:
         found.append(slurm)
@@ -151,19 +152,6 @@ def python_checks(executable: str, probe: dict) -> list[Check]:
     return out
 
 
-def limits_less_the_pool(limits, environ: dict):
-    """(the limits with the idle warm interpreters' memory counted as left, that memory): it is in the
-    limit's usage, but the pool gives it back, as the next run's tasks or when emptied (issue 30: a
-    569 MB interpreter made a run that peaked at 1174 of 2048 MiB look like an out-of-memory kill)."""
-    from .backends.warm import WARM_ENV, idle_memory
-
-    if environ.get(WARM_ENV, "1") == "0":
-        return limits, 0
-    in_group = limits.cgroup is not None and limits.memory_source.startswith("cgroup")  # the group's usage counts them
-    pool = min(idle_memory(limits.cgroup.path if in_group else None), limits.memory_used)
-    return dataclasses.replace(limits, memory_used=limits.memory_used - pool), pool
-
-
 def limit_checks(limits, pool_memory: int = 0) -> list[Check]:
     pool = f" (not counting {format_size(pool_memory)} of idle warm interpreters: the pool gives it back)" \
         if pool_memory else ""
@@ -226,14 +214,22 @@ def _network_decision(environ: dict):
     return found, others, network_choice.choose(*network_choice.wanted(None, environ), False, found, others)
 
 
-def network_check(environ: dict) -> Check:
-    """The network a run gets unless it says (--network on a run wins), and why."""
-    from .backends.network_choice import NETWORK_ENV, OFFLINE, lacks
-
+def _decided(environ: dict):
+    """The launcher's network decision, or the KwnbError that keeps it from being made (a bad KWNB_NETWORK)."""
     try:
-        found, others, choice = _network_decision(environ)
+        return _network_decision(environ)
     except KwnbError as error:
-        return Check("network", False, str(error), f"set {NETWORK_ENV} to private or host, or unset it", True)
+        return error
+
+
+def network_check(environ: dict, decision=None) -> Check:
+    """The network a run gets unless it says (--network on a run wins), and why."""
+    from .backends.network_choice import NETWORK_ENV, OFFLINE, lacks, outside_fix
+
+    decision = _decided(environ) if decision is None else decision
+    if isinstance(decision, KwnbError):
+        return Check("network", False, str(decision), f"set {NETWORK_ENV} to private or host, or unset it", True)
+    found, others, choice = decision
     head = f"{choice.network} ({choice.said_by}={choice.network})" if choice.given else f"{choice.network} by default"
     how = "no user namespace needed (root)" if not found.user_namespace else "in a user namespace"
     if choice.network == "private" and not found.possible:
@@ -246,7 +242,7 @@ def network_check(environ: dict) -> Check:
     if choice.network == "private":
         return Check("network", False, f"{head}: each run in a network namespace of its own, {how}, that "
                      f"{lacks(found)}" + ("" if choice.given else f" (private since {choice.why})"),
-                     f"{_outside_fix(found)}: until then {OFFLINE}")
+                     f"{outside_fix(found)}: until then {OFFLINE}")
     exposed = f"the tasks' unauthenticated gRPC ports are open to {others.who() or 'other hosts'}"
     if choice.given:
         return Check("network", False, f"{head}: {exposed}", f"unset {NETWORK_ENV} to isolate runs" +
@@ -256,25 +252,15 @@ def network_check(environ: dict) -> Check:
                      f"{exposed}", "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1, or the "
                      "container's seccomp profile), or firewall the ports")
     return Check("network", False, f"{head}: {choice.why}",
-                 f"{_outside_fix(found)}; or --network private for runs that download nothing")
+                 f"{outside_fix(found)}; or --network private for runs that download nothing")
 
 
-def _outside_fix(found) -> str:
-    """How to give a private network outside access (or names) here."""
-    if found.unusable:
-        return ("let users open /dev/net/tun (chmod 666 /dev/net/tun, the kernel's default; in a container, "
-                "--device /dev/net/tun)")
-    if not found.tool:
-        return "install slirp4netns or passt (pasta)"
-    return "point /etc/resolv.conf at a resolver off the loopback"
-
-
-def reach_check(environ: dict) -> Check:
+def reach_check(environ: dict, decision=None) -> Check:
     """Whether anyone else could connect to a run's tasks: other users of this machine, other hosts."""
-    try:
-        found, others, choice = _network_decision(environ)
-    except KwnbError:
+    decision = _decided(environ) if decision is None else decision
+    if isinstance(decision, KwnbError):
         return Check("reach", False, "unknown until the network line above is fixed")
+    found, others, choice = decision
     who = others.who()
     if choice.network == "private":
         return Check("reach", True, "nobody else can connect to the tasks: each run's network is private" +
@@ -291,13 +277,11 @@ def _reach_fix(found, choice) -> str:
             "user namespaces (then each run is private)" if not found.possible else "--network private")
 
 
-def workshop_checks(limits, probe: dict, environ: dict) -> list[Check]:
+def workshop_checks(limits, probe: dict, environ: dict, decision=None) -> list[Check]:
     """For an organiser: who uses this machine, whether each has limits of their own and is isolated
     from the others, and how many 2-worker runs the machine holds at once."""
-    try:
-        decision = _network_decision(environ)
-    except KwnbError:
-        decision = None
+    decision = _decided(environ) if decision is None else decision
+    decision = None if isinstance(decision, KwnbError) else decision
     others = decision[1] if decision else None
     return [_users_check(others), _own_limits_check(limits, others), _isolation_check(decision), _capacity_check(probe)]
 

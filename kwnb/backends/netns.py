@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -202,10 +203,8 @@ def _read(path: str) -> str | None:
 
 
 def _status_field(status: str | None, field: str) -> str | None:
-    for line in (status or "").splitlines():
-        if line.startswith(field + ":"):
-            return line.split(":", 1)[1].strip()
-    return None
+    found = re.search(rf"^{field}:\s*(.*?)\s*$", status or "", re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def _dns_problem(resolv_conf: str = "/etc/resolv.conf") -> str:

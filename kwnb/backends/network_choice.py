@@ -79,6 +79,16 @@ def lacks(found: Support) -> str:
     return f"resolves no names: {found.dns}" if found.dns else ""
 
 
+def outside_fix(found: Support) -> str:
+    """How to give a private network outside access (or names) here: what `lacks` says it lacks."""
+    if found.unusable:
+        return ("let users open /dev/net/tun (chmod 666 /dev/net/tun, the kernel's default; in a container, "
+                "--device /dev/net/tun)")
+    if not found.tool:
+        return "install slirp4netns or passt (pasta)"
+    return "point /etc/resolv.conf at a resolver off the loopback"
+
+
 _told_host = False  # the host-network note: once per process, so once per kernel
 
 

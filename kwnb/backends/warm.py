@@ -24,6 +24,7 @@ then adds them only if no stop() or run_started() came meanwhile (the generation
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import hashlib
 import json
 import os
@@ -322,6 +323,17 @@ class Pool:
             idle = list(self._idle)
         return [{"pid": w.popen.pid, "ready": w.ready, "age": time.time() - w.started_at, "pss": w.pss(),
                  "key": w.key} for w in idle]
+
+
+def limits_less_the_pool(limits, environ: dict):
+    """(the limits with the idle warm interpreters' memory counted as left, that memory): it is in the
+    limit's usage, but the pool gives it back, as the next run's tasks or when emptied (issue 30: a
+    569 MB interpreter made a run that peaked at 1174 of 2048 MiB look like an out-of-memory kill)."""
+    if environ.get(WARM_ENV, "1") == "0":
+        return limits, 0
+    in_group = limits.cgroup is not None and limits.memory_source.startswith("cgroup")  # the group's usage counts them
+    pool = min(idle_memory(limits.cgroup.path if in_group else None), limits.memory_used)
+    return dataclasses.replace(limits, memory_used=limits.memory_used - pool), pool
 
 
 def idle_memory(within: Path | None = None) -> int:

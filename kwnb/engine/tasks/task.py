@@ -98,7 +98,25 @@ def task_label(task_id: TaskId, is_chief: bool) -> str:
     """How views name a task: 'worker 0 (chief)' where worker 0 is the chief, 'chief 0', 'evaluator 0'."""
     return f"{task_id}" + (" (chief)" if is_chief and task_id.type != "chief" else "")
 
-class Task:
+
+class Named:
+    """How a task is named, the same for a live Task and its TaskView (engine/tasks/view.py): both have
+    `id` (a TaskId) and `is_chief`."""
+
+    id: TaskId
+    is_chief: bool
+
+    @property
+    def name(self) -> str:
+        """'worker:0', 'ps:1': how a user names this task (Run.task accepts it)."""
+        return f"{self.id.type}:{self.id.index}"
+
+    @property
+    def label(self) -> str:
+        return task_label(self.id, self.is_chief)
+
+
+class Task(Named):
     """A task's process across restarts, with its log and what was read from it (public as Run.workers[i])."""
 
     def __init__(self, position: int, task_id: TaskId, log_path: Path, reports_path: Path, keep_lines: int,
@@ -131,15 +149,6 @@ class Task:
         self._reports = FileFollower(reports_path)
         self._process: TaskProcess | None = None
         self._stop_requested = False
-
-    @property
-    def name(self) -> str:
-        """'worker:0', 'ps:1': how a user names this task (Run.task accepts it)."""
-        return f"{self.task_type}:{self.index}"
-
-    @property
-    def label(self) -> str:
-        return task_label(self.id, self.is_chief)
 
     @property
     def task(self) -> TaskId:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ...task.tf_config import TaskId
 from .roles import is_sidecar
-from .task import Signals, task_label
+from .task import Named, Signals
 from .vitals import last_step
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ LOG_LINES = 300  # the log tail a view shows (the dashboard's tab); the file kee
 
 
 @dataclass(frozen=True)
-class TaskView:
+class TaskView(Named):
     """One task as views, the policy and the diagnoses read it (the fields they used to read from Task)."""
 
     position: int
@@ -75,13 +75,6 @@ class TaskView:
     def index(self) -> int:
         return self.id.index
 
-    @property
-    def name(self) -> str:
-        return f"{self.id.type}:{self.id.index}"
-
-    @property
-    def label(self) -> str:
-        return task_label(self.id, self.is_chief)
 
     @property
     def training(self) -> bool:

@@ -75,7 +75,6 @@ class TaskView(Named):
     def index(self) -> int:
         return self.id.index
 
-
     @property
     def training(self) -> bool:
         """False for a sidecar (an evaluator): its failure is not training's (engine/tasks/roles.py)."""

@@ -34,12 +34,8 @@ class Execution:
 class NotebookSession:
     def __init__(self, server_url: str, token: str, path: str, cells: list[str]):
         self.server_url, self.path = server_url.rstrip("/") + "/", path
-        self.http = requests.Session()
-        self.http.headers["Authorization"] = f"token {token}"
-        notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-            {"cell_type": "code", "id": uuid.uuid4().hex[:8], "source": cell, "metadata": {}, "outputs": [],
-             "execution_count": None} for cell in cells]}
-        self._call("PUT", f"api/contents/{path}", json={"type": "notebook", "format": "json", "content": notebook})
+        self.http = self._http(token)
+        self.save(server_url, token, path, cells)
         made = self._call("POST", "api/sessions", json={"path": path, "name": path, "type": "notebook",
                                                          "kernel": {"name": "python3"}})
         self.session_id, self.kernel_id = made["id"], made["kernel"]["id"]
@@ -47,6 +43,23 @@ class NotebookSession:
         ws_url = self.server_url.replace("http", "ws", 1) + f"api/kernels/{self.kernel_id}/channels"
         self.ws = websocket.create_connection(f"{ws_url}?session_id={self.client_session}", timeout=30,
                                               header=[f"Authorization: token {token}"])
+
+    @staticmethod
+    def _http(token: str) -> requests.Session:
+        http = requests.Session()
+        http.headers["Authorization"] = f"token {token}"
+        return http
+
+    @classmethod
+    def save(cls, server_url: str, token: str, path: str, cells: list[str]) -> None:
+        """Save a notebook of these code cells, as JupyterLab saves one (PUT /api/contents/PATH)."""
+        notebook = {"nbformat": 4, "nbformat_minor": 5, "cells": [
+            {"cell_type": "code", "id": uuid.uuid4().hex[:8], "source": cell, "metadata": {}, "outputs": [],
+             "execution_count": None} for cell in cells],
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}}
+        response = cls._http(token).put(server_url.rstrip("/") + f"/api/contents/{path}", timeout=120,
+                                        json={"type": "notebook", "format": "json", "content": notebook})
+        response.raise_for_status()
 
     def _call(self, method: str, path: str, **kwargs):
         response = self.http.request(method, self.server_url + path, timeout=120, **kwargs)

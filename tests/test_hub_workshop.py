@@ -11,6 +11,7 @@ is stopped, and nothing of a learner's is in the shared temporary folders but it
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -21,6 +22,9 @@ import pytest
 
 import hub_support
 from hub_kernel import Execution, NotebookSession
+from ui_support.dashboard_page import DASHBOARD, SHOTS, menu
+from ui_support.lab import CHROMIUM, CHROMIUM_ARGS, write_settings
+from ui_support.page_probes import SNAPSHOT_JS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -255,3 +259,86 @@ def test_nothing_is_left_running_after_the_servers_stop(workshop):
 
 def test_no_learner_file_in_the_shared_temporary_folders(workshop):
     assert workshop["files"] == [], workshop["files"]
+
+
+# The browser test: JupyterLab under /user/NAME/ behind the proxy, a learner logged in through the hub's form.
+# A fit of many short epochs, so that the log and the curves change while the page is watched; then Stop.
+BROWSER_FIT = """%%kw_worker browser_fit.py -n 2
+import os
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
+import tensorflow as tf
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x = np.random.default_rng(0).random((512, 8), dtype=np.float32)
+y = (x.sum(1) > 4).astype("int64")
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)),
+                                 tf.keras.layers.Dense(2)])
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+model.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32), epochs=400, steps_per_epoch=20, verbose=1)
+"""
+
+
+def open_lab_as(page, hub, learner, path: str) -> None:
+    """Log in at the hub's form (the dummy authenticator's shared password), then open the notebook in JupyterLab."""
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", learner.name)
+    page.fill("#password_input", hub.password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{learner.name}/"), timeout=240_000)
+    page.goto(f"{hub.url}/user/{learner.name}/lab/tree/{path}")
+    page.locator(".jp-StatusBar-Widget").get_by_text(re.compile(r"Python 3.*\| Idle")).wait_for(timeout=180_000)
+
+
+def watch_then_stop(page, seconds: float = 240) -> dict:
+    """Sample the dashboard until the chief's log changed 3 times and its curves are drawn; click Stop; sample
+    until the Stop button is disabled."""
+    seen = {"logs": [], "curves": False, "stopped_at": None, "snapshots": []}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        snapshot = page.evaluate(SNAPSHOT_JS)
+        if snapshot:
+            seen["snapshots"].append(snapshot)
+            if snapshot["logs"] and snapshot["logs"][0] not in seen["logs"][-1:]:
+                seen["logs"].append(snapshot["logs"][0])
+            seen["curves"] |= bool(snapshot["img"] and snapshot["img"]["rendered"])
+            if seen["stopped_at"] is None and len(seen["logs"]) >= 3 and seen["curves"]:
+                seen["enabled_while_running"] = not snapshot["stop_disabled"]
+                page.locator(f"{DASHBOARD} button").first.click()
+                seen["stopped_at"] = time.monotonic()
+            if seen["stopped_at"] is not None and snapshot["stop_disabled"]:
+                seen["final"] = snapshot
+                break
+        page.wait_for_timeout(300)
+    return seen
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no {CHROMIUM}: the browser test needs Debian's chromium")
+def test_the_dashboard_in_jupyterlab_through_the_hub(hub):
+    from playwright.sync_api import sync_playwright
+
+    learner = hub.learners[0]  # a fresh server (the workshop, when it ran first, stopped its own)
+    settings = learner.home / ".jupyter" / "lab" / "user-settings"
+    write_settings(settings)  # no news pop-up, outputs whole
+    subprocess.run(["chown", "-R", f"{learner.uid}:{learner.uid}", str(learner.home / ".jupyter")], check=True)
+    url = hub.start_server(learner.name)
+    NotebookSession.save(url, hub.user_token(learner.name), "browser.ipynb", ["%load_ext kwnb", BROWSER_FIT])
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1100})
+        try:
+            open_lab_as(page, hub, learner, "browser.ipynb")
+            menu(page, "Run", "Run All Cells")
+            page.locator(DASHBOARD).wait_for(timeout=120_000)
+            seen = watch_then_stop(page)
+        finally:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / "hub-dashboard.png"))
+            browser.close()
+    assert len(seen["logs"]) >= 3, seen["logs"][-3:]  # the chief's log changed while the run went on
+    assert seen["curves"], seen["snapshots"][-1:]  # the chief's curves drawn, their PNG loaded under /user/NAME/
+    assert seen["stopped_at"] is not None and seen["enabled_while_running"], seen["snapshots"][-1:]
+    final = seen.get("final")
+    assert final is not None, seen["snapshots"][-1:]  # Stop ended the run and the button went disabled
+    assert "stopped" in final["title"], final["title"]

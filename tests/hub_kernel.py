@@ -56,7 +56,8 @@ class NotebookSession:
         notebook = {"nbformat": 4, "nbformat_minor": 5, "cells": [
             {"cell_type": "code", "id": uuid.uuid4().hex[:8], "source": cell, "metadata": {}, "outputs": [],
              "execution_count": None} for cell in cells],
-            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}}
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                        "language": "python"}}}
         response = cls._http(token).put(server_url.rstrip("/") + f"/api/contents/{path}", timeout=120,
                                         json={"type": "notebook", "format": "json", "content": notebook})
         response.raise_for_status()

@@ -9,6 +9,7 @@ pid, removes the learners' cgroups and accounts and the folder. Nothing needs ro
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import secrets
@@ -35,7 +36,7 @@ class HubUnavailable(Exception):
 
 
 def proxy_command() -> str | None:
-    """configurable-http-proxy: the project's own (npm --prefix .venv/node, as `make setup` installs it), or the PATH's."""
+    """configurable-http-proxy: the project's own (`make setup` installs it with npm under .venv/node), or the PATH's."""
     local = Path(sys.prefix) / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
     return str(local) if local.exists() else shutil.which("configurable-http-proxy")
 
@@ -81,6 +82,7 @@ class Hub:
     learners: list[Learner]
     process: subprocess.Popen
     _tokens: dict[str, str] = field(default_factory=dict)
+    _stopped: bool = False
 
     def api(self, method: str, path: str, **kwargs):
         import requests
@@ -122,7 +124,11 @@ class Hub:
         return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
 
     def stop(self) -> None:
-        """End the hub, then anything left by pid: the proxy, the learners' processes; the groups, users, folder."""
+        """End the hub, then anything left by pid: the proxy, the learners' processes; the groups, users, folder.
+        Once: the pids are not looked at again, so a later call cannot hit a process that reused one."""
+        if self._stopped:
+            return
+        self._stopped = True
         _end(self.process.pid, graceful=True)
         for pid_file in ("proxy.pid", "jupyterhub.pid"):
             try:
@@ -172,6 +178,21 @@ def _remove_groups(names: list[str]) -> None:
                     time.sleep(0.2)
 
 
+def _remove_stale() -> None:
+    """What a killed session left: learners whose session's pid (in their name) is gone, their groups too."""
+    import pwd
+    import re
+
+    for entry in pwd.getpwall():
+        made_by = re.fullmatch(rf"{LEARNER_PREFIX}(\d+)x\d+", entry.pw_name)
+        if made_by and not psutil.pid_exists(int(made_by[1])):
+            learner = Learner(entry.pw_name, entry.pw_uid, Path(entry.pw_dir))
+            for process in learner.processes():
+                _end(process.pid, graceful=False)
+            _remove_groups([learner.name])
+            _remove_users([learner.name])
+
+
 def _make_users(count: int) -> list[Learner]:
     import pwd
 
@@ -197,6 +218,7 @@ def _remove_users(names: list[str]) -> None:
 def start(learners: int = 3, mem_limit: str = "2G", cpu_limit: float = 1, timeout: float = 90) -> Hub:
     """A running hub with `learners` learners (their servers not started yet); HubUnavailable if it cannot be."""
     check_prerequisites()
+    _remove_stale()
     folder = Path(tempfile.mkdtemp(prefix="kwnb-hub-"))
     made = _make_users(learners)
     ports = [portpicker.pick_unused_port() for _ in range(3)]
@@ -211,6 +233,7 @@ def start(learners: int = 3, mem_limit: str = "2G", cpu_limit: float = 1, timeou
         process = subprocess.Popen(command, cwd=folder, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     hub = Hub(folder, f"http://127.0.0.1:{ports[0]}", token, password, made, process)
+    atexit.register(hub.stop)  # should the session end without its teardown (stop() twice does nothing more)
     try:
         _wait_answering(hub, timeout)
     except BaseException:

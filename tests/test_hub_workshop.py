@@ -30,14 +30,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 LEARNERS = 3
 RELEASE = "release-the-run"  # a file the test makes in each learner's home once it has tried the ports
-TRAIN_CELL = f"""%%kw_worker hub_train.py -n 2
+
+
+def keras_cell(file: str, fit: str, after: str = "") -> str:
+    """A learner's %%kw_worker cell: a small Keras model on 2 workers; `fit`: model.fit's arguments after the data."""
+    return f"""%%kw_worker {file} -n 2
 import os, time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 import tensorflow as tf
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-x = np.random.default_rng(0).random((256, 8), dtype=np.float32)
+x = np.random.default_rng(0).random((512, 8), dtype=np.float32)
 y = (x.sum(1) > 4).astype("int64")
 with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)),
@@ -45,13 +49,16 @@ with strategy.scope():
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
 first = tf.keras.callbacks.LambdaCallback(
     on_train_batch_end=lambda batch, logs: batch == 0 and print(f"first step {{time.time():.3f}}", flush=True))
-model.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32), epochs=2, steps_per_epoch=5,
-          callbacks=[first], verbose=2)
+model.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32), {fit})
+{after}"""
+
+
+TRAIN_CELL = keras_cell("hub_train.py", "epochs=2, steps_per_epoch=5, callbacks=[first], verbose=2", after=f"""\
 deadline = time.time() + 120  # the test looks at this run's ports now; its servers stay up until released
 while not os.path.exists({RELEASE!r}) and time.time() < deadline:
     time.sleep(0.2)
 print("released" if os.path.exists({RELEASE!r}) else "not released", flush=True)
-"""
+""")
 CELLS = ["%load_ext kwnb", "%kw_doctor", TRAIN_CELL, "%kw_wait --timeout 200"]
 TEMPORARY_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
 
@@ -263,21 +270,7 @@ def test_no_learner_file_in_the_shared_temporary_folders(workshop):
 
 # The browser test: JupyterLab under /user/NAME/ behind the proxy, a learner logged in through the hub's form.
 # A fit of many short epochs, so that the log and the curves change while the page is watched; then Stop.
-BROWSER_FIT = """%%kw_worker browser_fit.py -n 2
-import os
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-import numpy as np
-import tensorflow as tf
-
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
-x = np.random.default_rng(0).random((512, 8), dtype=np.float32)
-y = (x.sum(1) > 4).astype("int64")
-with strategy.scope():
-    model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)),
-                                 tf.keras.layers.Dense(2)])
-    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-model.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32), epochs=400, steps_per_epoch=20, verbose=1)
-"""
+BROWSER_FIT = keras_cell("browser_fit.py", "epochs=400, steps_per_epoch=20, verbose=1")
 
 
 def open_lab_as(page, hub, learner, path: str) -> None:

@@ -156,7 +156,7 @@ def through_hub(args) -> list[dict]:
         for number, user in enumerate(hub.learners):  # the runs' logs, as evidence: the homes go with the accounts
             for run in user.home.glob("cell*-*"):
                 shutil.copytree(run, args.out / "runs" / f"learner{number}" / run.name, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("*.png"))
+                                ignore=shutil.ignore_patterns("*.png", "*.py"))
         hub.stop()
     return sorted(results, key=lambda r: (r["learner"], r["attempt"]))
 

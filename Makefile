@@ -8,6 +8,9 @@ SETUP_STAMP := $(VENV)/.kwnb-installed
 BROWSER_PKGS := chromium
 SLURM_PKGS := slurm-wlm munge
 NETWORK_PKGS := slirp4netns passt
+NODE_PKGS := nodejs npm
+# The JupyterHub tests' proxy (tests/hub_support.py looks here first): npm's, in a prefix of the venv's own.
+CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 
 .PHONY: setup system-deps demo test test-fast bench clean
 
@@ -18,7 +21,16 @@ $(SETUP_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[tf,test]"
 	touch $(SETUP_STAMP)
 
-setup: $(SETUP_STAMP)
+# configurable-http-proxy 5 needs node 20 (Debian 12 has 18): 4.6 where node is older. Without npm, one line
+# says the JupyterHub tests skip; make goes on.
+$(CHP): | $(SETUP_STAMP)
+	@if ! command -v npm >/dev/null; then echo "setup: no npm (make system-deps installs it), so the JupyterHub tests skip"; \
+	else major=$$(node -p 'process.versions.node.split(".")[0]'); \
+		npm install --silent --no-fund --no-audit --prefix $(VENV)/node \
+			configurable-http-proxy@$$([ "$$major" -ge 20 ] && echo 5 || echo 4.6) \
+		|| echo "setup: npm could not install configurable-http-proxy, so the JupyterHub tests skip"; fi
+
+setup: $(SETUP_STAMP) $(CHP)
 
 # $(call apt_install,PACKAGES,APT-GET OPTIONS,TESTS THAT NEED THEM): installs those of PACKAGES dpkg does
 # not list as installed, as root or through passwordless sudo, trying first without `apt-get update` (the
@@ -40,12 +52,15 @@ endef
 
 # What some tests need from Debian: the browser tests drive its chromium; the Slurm tests start a private
 # one-node Slurm from slurm-wlm and munge (tests/slurm_support.py), which needs no recommended package;
-# the private-network tests give a run's namespace outside access with slirp4netns and passt's pasta.
-# Costs five dpkg-query calls when everything is there.
+# the private-network tests give a run's namespace outside access with slirp4netns and passt's pasta; the
+# JupyterHub tests run configurable-http-proxy, which `make setup` installs with npm (Debian's nodejs and npm
+# unless an npm is there already: NodeSource's nodejs carries its own, and conflicts with Debian's npm).
+# Costs seven dpkg-query calls when everything is there.
 system-deps:
 	@$(call apt_install,$(BROWSER_PKGS),,the browser tests)
 	@$(call apt_install,$(SLURM_PKGS),--no-install-recommends,the Slurm tests)
 	@$(call apt_install,$(NETWORK_PKGS),--no-install-recommends,the private-network tests)
+	@command -v npm >/dev/null || { $(call apt_install,$(NODE_PKGS),--no-install-recommends,the JupyterHub tests); }
 
 # The multi-worker Keras example, headless: prefixed worker logs, the summary, curves.png in the run folder.
 demo: setup

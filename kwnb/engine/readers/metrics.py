@@ -118,6 +118,8 @@ class MetricsParser:
         glued = RUNTIME_PREFIX.search(rest) if "] " in rest else None
         if glued:
             rest, end = rest[:glued.start()], "\r"
+        elif end == "\n" and "ETA:" in rest and match["steps"].isdigit() and int(match["step"]) < int(match["steps"]):
+            end = "\r"  # a bar still counting down, cut by the script's own line: a step, not the epoch's end
         metrics = parse_metrics(rest)
         if not metrics:
             return  # "Waiting for 1/2 tasks" and the like

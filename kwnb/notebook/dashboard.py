@@ -28,7 +28,7 @@ from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
-from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html
+from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 
 REFRESH_HZ = 4
@@ -167,7 +167,7 @@ class Dashboard:
             self._set(self.title, "value", title_html(run))
             self.stop_button.disabled = run.done or not hasattr(self.run, "stop")
             diagnoses = run.diagnoses
-            marked = {d.task for d in diagnoses}
+            marked = {d.task for d in faults(diagnoses)}
             titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.tasks)
             if tuple(self.tabs.titles) != titles:
                 self.tabs.titles = titles

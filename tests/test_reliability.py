@@ -71,7 +71,8 @@ def test_preempted_worker_restarts_the_cluster_and_fit_resumes(tmp_path):
     assert [row["epoch"] for row in run.history()] == [0, 1, 2, 3]
     # The kill is said as what it was, recovered from; not a fault of this ok run, in every view.
     assert [(d.kind, d.task, d.recovered) for d in run.diagnoses] == [("killed", 1, True)], run.summary()
-    assert run.diagnoses[0].message == "worker 1 was killed by SIGKILL from outside kwnb, then recovered (restart 1 of 2)"
+    said = run.diagnoses[0].message
+    assert said == "worker 1 was killed by SIGKILL from outside kwnb, then recovered (restart 1 of 2)", said
     pictures_ready(run)
     for summary in (run.summary(), (run.dir / "summary.txt").read_text(), kwnb.open_run(run.dir).summary()):
         assert "diagnoses:" not in summary and "peak memory" not in summary.split("recovered:")[1], summary

@@ -143,6 +143,7 @@ class Task(Named):
         self.vitals = Vitals()  # phase, step rate, CPU, memory: what the overview shows
         self.killed_by_kwnb = False  # %kw_kill / Run.kill: a failure, but not a mysterious one
         self.joined_before = False  # an earlier attempt joined a cluster (a restart starts its signals afresh)
+        self._rows_at_start = _rows_mark(None)  # the metric rows read before this attempt (its phase: _update_vitals)
         self.warm = False
         self._scanner = tf.TfLogScanner(user_files)
         self._folder = RunFolder(log_path.parent)
@@ -184,6 +185,7 @@ class Task(Named):
         self.returncode, self.ended_at, self.port_open_at = None, None, None
         self.status, self.started_at, self._stop_requested = Status.STARTING, time.time(), False
         self.joined_before = self.joined_before or self.signals.connected_at is not None
+        self._rows_at_start = _rows_mark(self.metrics)
         self.signals, self.killed_by_kwnb = Signals(progress_at=self.started_at), False
         self.vitals.restarted(self.started_at)
 
@@ -294,7 +296,8 @@ class Task(Named):
 
     def _update_vitals(self, now: float) -> bool:
         """Note the phase and step the task is at (engine/tasks/vitals.py); whether the phase changed."""
-        phase = phase_of(self.status, self.signals, self.metrics, self.serves, self.port_open_at is not None)
+        trained = _rows_mark(self.metrics) != self._rows_at_start
+        phase = phase_of(self.status, self.signals, self.metrics, trained, self.serves, self.port_open_at is not None)
         return self.vitals.update(phase, last_step(self.metrics.steps), now)
 
     def _took(self, lines: Lines) -> None:
@@ -332,6 +335,13 @@ class Task(Named):
 
 
 Worker = Task  # the old name (engine/records/compat.py lists them all)
+
+
+def _rows_mark(metrics) -> tuple:
+    """Where a task's metric rows stand (epochs kept, step rows, the last one): a new row changes it."""
+    if metrics is None:
+        return 0, 0, None
+    return len(metrics.epochs), len(metrics.steps), metrics.steps[-1] if metrics.steps else None
 
 
 def _read_json(path: Path) -> dict | None:

@@ -28,11 +28,13 @@ PHASES = tuple(Phase)  # pending, starting, joining, serving, training, finishin
 RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth Keras's 0.05 s redraws
 
 
-def phase_of(status: Status, signals, metrics: "MetricsParser", serves: bool = False,
+def phase_of(status: Status, signals, metrics: "MetricsParser", trained: bool, serves: bool = False,
              port_open: bool = False) -> Phase:
     """A task's phase from its status, what TensorFlow said (its Signals: engine/tasks/task.py, which imports
-    this module) and its metric rows. `serves`: the task only serves (engine/tasks/roles.py), from the moment
-    its server is up (TensorFlow said so, or its `port_open` accepts connections)."""
+    this module) and its metric rows. `trained`: steps or epochs were read in this attempt (a restarted task
+    keeps its earlier rows: they no longer say it trains). `serves`: the task only serves
+    (engine/tasks/roles.py), from the moment its server is up (TensorFlow said so, or its `port_open` accepts
+    connections)."""
     if status.ended:
         return Phase(status)
     if status == Status.PENDING:
@@ -43,7 +45,7 @@ def phase_of(status: Status, signals, metrics: "MetricsParser", serves: bool = F
         return Phase.JOINING  # the coordination leader, waiting for the others
     if metrics.total_epochs and len(metrics.epochs) >= metrics.total_epochs:
         return Phase.FINISHING
-    if signals.connected_at is not None or metrics.steps or metrics.epochs:
+    if signals.connected_at is not None or trained:
         return Phase.TRAINING
     return Phase.JOINING if signals.server_at is not None else Phase.STARTING
 

@@ -100,10 +100,10 @@ def follow(run, terminal: TerminalOutput, out=None) -> None:
     drain = lambda: terminal.print_queued(out)
     told: set = set()
 
-    def diagnoses() -> None:
+    def diagnoses() -> None:  # each one once, and again when its words change (a kill, then recovered)
         for diagnosis in list(run.diagnoses):
-            if id(diagnosis) not in told:
-                told.add(id(diagnosis))
+            if (id(diagnosis), diagnosis.message) not in told:
+                told.add((id(diagnosis), diagnosis.message))
                 out.write(f"kwnb: {diagnosis.message}\n")
 
     while not run.done:

@@ -337,3 +337,47 @@ def _group_of(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+# ----- a task's end a restart recovered from (engine/diagnoses/recovery.py) -------------------------------
+
+def killed_then(restarts: int, codes: tuple) -> list[TaskView]:
+    """Two workers; worker 1 restarted `restarts` times, their exit codes now `codes`."""
+    return [TaskView(p, TaskId("worker", p), p == 0, Status.FINISHED if codes[p] == 0 else
+                     Status.FAILED if codes[p] else Status.RUNNING, "training", returncode=codes[p],
+                     restarts=restarts, alive=codes[p] is None) for p in (0, 1)]
+
+
+def test_a_kill_the_run_recovered_from_says_so_and_is_no_longer_a_fault():
+    from kwnb.engine.diagnoses.diagnosis import RunView
+    from kwnb.engine.records.summary import format_summary
+    from kwnb.engine.records.snapshot import RunSnapshot
+
+    def diagnosed(tasks, current=()):  # one pass, as the supervisor makes it (on copies: each result stays as it was)
+        current = [d.copy() for d in current]
+        view = RunView(tasks=tuple(tasks), name="ft", script="ft.py", diagnoses=tuple(current), stall_after=0,
+                       restart_limit=2)
+        return diagnose.merge(current, diagnose.findings(view, 100.0), 100.0)[0]
+
+    killed = diagnosed(killed_then(0, (None, -9)))
+    assert [(d.kind, d.task, d.attempt) for d in killed] == [("killed", 1, 0)]
+    assert killed[0].message.startswith("worker 1 was killed by SIGKILL from outside kwnb")
+    restarted = diagnosed(killed_then(1, (None, None)), killed)
+    assert [d.message for d in restarted] == ["worker 1 was killed by SIGKILL from outside kwnb, then restarted "
+                                              "(restart 1 of 2)"] and not restarted[0].recovered
+    # Not the origin of what fails later: that failure is its own.
+    assert diagnose.origin(restarted, killed_then(1, (None, None))) is None
+    ended = diagnosed(killed_then(1, (0, 0)), restarted)
+    assert [d.message for d in ended] == ["worker 1 was killed by SIGKILL from outside kwnb, then recovered "
+                                          "(restart 1 of 2)"] and ended[0].recovered
+    again = diagnosed(killed_then(1, (None, -9)), restarted)  # the restarted attempt killed too: that kill is said
+    assert again[0].message.startswith("worker 1 was killed by SIGKILL from outside kwnb") and \
+        "then" not in again[0].message and again[0].attempt == 1
+    # The summary lists it apart from what is wrong; the banner does not open in red; no task is marked.
+    from kwnb.notebook.overview import diagnoses_html, faults
+
+    summary = format_summary(RunSnapshot(name="ft", dir=Path("ft"), status="finished", done=True,
+                                         tasks=tuple(killed_then(1, (0, 0))), diagnoses=tuple(ended)))
+    assert "diagnoses:" not in summary and "recovered:\n  - killed: worker 1 was killed" in summary
+    assert "#c62828" not in diagnoses_html(ended) and "then recovered" in diagnoses_html(ended)
+    assert faults(ended) == [] and "#c62828" in diagnoses_html(killed)

@@ -153,3 +153,31 @@ def test_the_run_is_done_when_its_tasks_end_and_its_pictures_follow(tmp_path, mo
     assert outputs.pictures_ready(run, timeout=60)
     assert run.curves_path == run.dir / "curves.png" and (run.dir / "timeline.png").is_file()
     assert f"curves: {run.dir / 'curves.png'}" in summary.read_text()
+
+
+def test_the_first_live_dashboard_of_a_session_says_what_to_look_at_and_no_later_one(tmp_path, monkeypatch):
+    from kwnb.notebook import dashboard
+
+    monkeypatch.setattr(dashboard, "_guide_shown", [False])  # a new kernel session
+    script = tmp_path / "sleepy.py"
+    script.write_text("import time\ntime.sleep(30)\n")  # still going when shown, on a loaded machine too
+    boards = []
+    for name in ("first", "second"):
+        run = kwnb.launch(script, n=1, name=name, runs_dir=tmp_path / "runs", cwd=tmp_path, network="host")
+        boards.append(dashboard.dashboard_for(run))
+        boards[-1].show()
+    first, second = boards
+    assert "What to look at" in first.guide.value and "red banner" in first.guide.value
+    assert first.guide.layout.display is None and first.guide in first.widget.children
+    assert second.guide.value == "" and second.guide.layout.display == "none"  # once a session
+    first.show()  # the same dashboard shown again keeps it
+    assert "What to look at" in first.guide.value
+    # Not in the static account: a published page has no tabs to point at.
+    assert "What to look at" not in first._account_bundle()["text/html"]
+    for board in boards:
+        board.run.stop()
+        board._thread.join(30)
+    reopened = dashboard.Dashboard(kwnb.open_run(first.run.dir))  # a past run: nothing starts, nothing to guide
+    monkeypatch.setattr(dashboard, "_guide_shown", [False])
+    reopened.show()
+    assert reopened.guide.value == ""

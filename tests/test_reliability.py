@@ -7,6 +7,7 @@ import pytest
 
 import kwnb
 from kwnb.backends.local import LocalLauncher
+from kwnb.pictures.outputs import pictures_ready
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -68,6 +69,22 @@ def test_preempted_worker_restarts_the_cluster_and_fit_resumes(tmp_path):
     # BackupAndRestore: the second attempt starts after the last finished epoch, not at epoch 1.
     assert "Epoch 1/4" not in second and "Epoch 3/4" in second and "training complete" in second
     assert [row["epoch"] for row in run.history()] == [0, 1, 2, 3]
+    # The restarted attempt starts again (its first attempt's epochs are kept, but say nothing of it): it trains
+    # once it has joined, never before (issue 32: it read "training" while it imported TensorFlow).
+    for task in run.workers:
+        phases = [phase for _, phase in task.vitals.phases]
+        attempts = "|".join(phases).split("|starting|")
+        assert len(attempts) == 2 and all("training|joining" not in attempt for attempt in attempts), phases
+    chief_again = "starting|" + "|".join([p for _, p in run.workers[0].vitals.phases]).split("|starting|")[1]
+    assert chief_again.startswith("starting|joining|training"), chief_again
+    # The kill is said as what it was, recovered from; not a fault of this ok run, in every view.
+    assert [(d.kind, d.task, d.recovered) for d in run.diagnoses] == [("killed", 1, True)], run.summary()
+    said = run.diagnoses[0].message
+    assert said == "worker 1 was killed by SIGKILL from outside kwnb, then recovered (restart 1 of 2)", said
+    pictures_ready(run)
+    for summary in (run.summary(), (run.dir / "summary.txt").read_text(), kwnb.open_run(run.dir).summary()):
+        assert "diagnoses:" not in summary and "peak memory" not in summary.split("recovered:")[1], summary
+        assert "recovered:\n  - killed: worker 1 was killed by SIGKILL from outside kwnb, then recovered" in summary
 
 
 def test_tensorflow_missing_in_the_workers_python_is_shown_plainly(tmp_path):

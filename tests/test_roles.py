@@ -12,6 +12,7 @@ import logging
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -209,6 +210,54 @@ def test_the_coordinator_gets_the_runs_cluster_with_its_own_free_port(tmp_path):
         plain.coordinator_tf_config()
 
 
+# ----- a parameter-server job's tasks serve ---------------------------------------------------------
+
+SERVER_SCRIPT = """import json, os, socket, time
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
+host, port = config["cluster"][task["type"]][task["index"]].rsplit(":", 1)
+server = socket.socket()
+server.bind((host, int(port)))
+server.listen()  # as tf.distribute.Server does; the coordinator would connect here
+print(task["type"], task["index"], "serving", flush=True)
+time.sleep(4)
+"""
+
+
+def serving_phases(run) -> list[tuple]:
+    """Each task's phases, as the overview's rows and the timeline's lanes show them, until the run ends."""
+    from kwnb.notebook.overview import overview_html
+    from kwnb.pictures.timeline import timeline_data
+
+    seen = []
+    while not run.done:
+        snapshot = run.snapshot()
+        rows = overview_html(snapshot, []).split("<tr>")[2:]
+        seen += [(task.label, task.phase, row) for task, row in zip(snapshot.tasks, rows)]
+        time.sleep(0.2)
+    data = timeline_data(run.snapshot())
+    seen += [(lane["label"], phase, "") for lane in data["lanes"] for _, phase in lane["phases"]]
+    return seen
+
+
+def test_a_parameter_server_jobs_workers_and_ps_serve_and_never_join(tmp_path):
+    """Under ParameterServerStrategy the workers and the ps only serve (docs/roles.md): from their start to
+    their end they are shown serving once their server is up, never joining (they never log a join)."""
+    script = tmp_path / "serve.py"
+    script.write_text(SERVER_SCRIPT)
+    run = kwnb.launch(script, 2, ps=1, network="host", runs_dir=tmp_path / "runs")
+    seen = serving_phases(run)
+    assert run.exit_codes == [0, 0, 0], run.summary()
+    assert {label for label, phase, _ in seen if phase == "serving"} == {"worker 0", "worker 1", "ps 0"}
+    assert not [entry for entry in seen if entry[1] == "joining" or "waiting for peers" in entry[2]]
+    assert all("<td>serving</td>" in row for _, phase, row in seen if phase == "serving" and row)
+    assert all("serving" in line for line in overview_lines(run)[2:]), overview_lines(run)
+    assert [task.serves for task in run.workers] == [True, True, True]
+    plain = launch_roles(tmp_path, n=2, name="plain")  # workers without ps tasks: they train, not serve
+    plain.wait(timeout=30)
+    assert [task.serves for task in plain.workers] == [False, False]
+
+
 # ----- the evaluator's curves -----------------------------------------------------------------------
 
 # Lines of a real TF 2.21 / tf-keras 2.21 SidecarEvaluator task under kwnb (tests/scripts/roles_fit.py).
@@ -314,6 +363,9 @@ def test_a_parameter_server_job_with_a_chief_task_ends_with_no_diagnosis(tmp_pat
     assert [row["epoch"] for row in run.history()] == [0, 1]  # the chief's fit
     assert run.diagnoses == [] and run.diagnosis_history == [], run.summary()
     assert not any("notebook coordinates" in note for note in run.notes), run.notes
+    # The worker and the ps served from their start to their end: never joining (the chief coordinates).
+    served = {str(task.id): [phase for _, phase in task.vitals.phases] for task in run.workers[1:]}
+    assert all("serving" in phases and "joining" not in phases for phases in served.values()), served
 
 
 # ----- which task is the chief ---------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
-from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, overview_html
+from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 
 REFRESH_HZ = 4
@@ -37,6 +37,11 @@ TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw co
 TIMELINE_IDLE_SECONDS = 5.0  # nothing changed but the clock: the bars grow
 # The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
 CURVES_CPU_SHARE = 0.05
+# What to look at, under the first live dashboard a kernel shows (once a session: a learner reads it once, and
+# every later run's dashboard looks the same). Not in the static account: a published page has no tabs.
+GUIDE = ("What to look at: the table, where each task is · a tab per task, its log · the timeline, who waited "
+         "for whom · if something goes wrong, a red banner here says what, with the fix")
+_guide_shown = [False]  # in this kernel session
 
 _dashboards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -104,6 +109,7 @@ class Dashboard:
         if hasattr(source, "stop"):
             self.stop_button.on_click(lambda _: threading.Thread(target=source.stop, daemon=True).start())
         self.banner = widgets.HTML()
+        self.guide = widgets.HTML(layout=widgets.Layout(display="none"))  # the first live dashboard's: show()
         self._make_tabs(len(tasks))
         self.overview = widgets.HTML()
         self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
@@ -120,7 +126,7 @@ class Dashboard:
                                  layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),
-                                    self.banner, self.overview, self.tabs, self.curves_note, self.curves,
+                                    self.guide, self.banner, self.overview, self.tabs, self.curves_note, self.curves,
                                     self.timeline, tab_width])
         self.widget.add_class("kwnb-dashboard")
         self._curves_key = None
@@ -135,6 +141,8 @@ class Dashboard:
         self.tabs.observe(lambda change: self._refresh_tab(change["new"]), names="selected_index")
         self._final_sent = ended_before
         self._shown = False
+        self._summary_below = False  # %kw_wait prints the summary under it: the account leaves its copy out
+        self._summary_sent = False  # the account last sent carried the summary
         self._parents: list[dict] = [parent] if parent else []  # the cells that showed it (see _update_display)
         self.refresh(force_curves=True, snapshot=snapshot)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
@@ -167,7 +175,7 @@ class Dashboard:
             self._set(self.title, "value", title_html(run))
             self.stop_button.disabled = run.done or not hasattr(self.run, "stop")
             diagnoses = run.diagnoses
-            marked = {d.task for d in diagnoses}
+            marked = {d.task for d in faults(diagnoses)}
             titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.tasks)
             if tuple(self.tabs.titles) != titles:
                 self.tabs.titles = titles
@@ -286,8 +294,29 @@ class Dashboard:
         if parent and parent not in self._parents:
             self._parents.append(parent)
         self._shown = True
+        self._guide_once()
         display(self._bundle(), raw=True, display_id=self.display_id)
         display(self._account_bundle(), raw=True, display_id=self.account_id)
+
+    def summary_below(self) -> None:
+        """The run's summary is printed as text below (%kw_wait, --wait): the account leaves its folded copy
+        out, and is sent again if it had been sent with it, so that a page without widgets shows it once."""
+        with self._drawing:
+            self._summary_below = True
+            resend = self._summary_sent and self._shown
+        if resend:
+            try:
+                self._update_display()
+            except Exception:  # a closed comm or kernel at exit: the summary is printed anyway
+                pass
+
+    def _guide_once(self) -> None:
+        """The line that says what to look at, on the first live run's dashboard this kernel shows."""
+        if _guide_shown[0] or self.run.done or not hasattr(self.run, "stop"):  # a past run, or one that ended
+            return
+        _guide_shown[0] = True
+        self.guide.value = f'<div style="font-size:0.85em;opacity:0.8">{html.escape(GUIDE)}</div>'
+        self.guide.layout.display = None
 
     def _update_display(self) -> None:
         """Send the final bundles to every output showing this dashboard (update_display_data).
@@ -332,7 +361,10 @@ class Dashboard:
             snapshot = self._snapshot
             curves = self.curves.value if snapshot.done else None
             timeline = self.timeline.value if snapshot.done else None
-        return {"text/html": f'<div class="{self.account_id}">{static_html(snapshot, curves or None, timeline or None)}</div>'}
+            summary = snapshot.done and not self._summary_below
+            self._summary_sent = summary
+        account = static_html(snapshot, curves or None, timeline or None, summary=summary)
+        return {"text/html": f'<div class="{self.account_id}">{account}</div>'}
 
     def _repr_mimebundle_(self, **kwargs):
         return self._bundle()
@@ -348,6 +380,13 @@ def settle(run, timeout: float = 10.0 + DRAW_TIMEOUT) -> None:
     dashboard = _dashboards.get(run)
     if dashboard is not None:
         dashboard._thread.join(timeout)
+
+
+def summary_printed_below(run) -> None:
+    """The run's summary was printed as text (%kw_wait): its dashboard, if shown, does not repeat it."""
+    dashboard = _dashboards.get(run)
+    if dashboard is not None:
+        dashboard.summary_below()
 
 
 def dashboard_for(run, parent=None) -> Dashboard:

@@ -135,7 +135,7 @@ class KwnbMagics(Magics):
                 print(f"kwnb: interrupted; run {run.name!r} goes on (%kw_stop {run.name} stops it)")
                 return None
             settle(run)
-            print(self._summary(run))
+            self._print_summary(run)
             return None
         return run
 
@@ -147,10 +147,16 @@ class KwnbMagics(Magics):
                 print(f"kwnb: {note}")
                 told.add(note)
 
-    def _summary(self, run) -> str:
+    def _print_summary(self, run) -> None:
+        """The run's summary as text; once it is final, the run's dashboard (if shown) no longer carries a copy
+        of its own, so that a notebook shows each summary once."""
         from ..engine.records.summary import format_summary
 
-        return format_summary(run.snapshot(), told=self._told_notes.get(str(run.dir), ()))
+        print(format_summary(run.snapshot(), told=self._told_notes.get(str(run.dir), ())))
+        if run.done:
+            from .dashboard import summary_printed_below
+
+            summary_printed_below(run)
 
     @cell_magic
     @magic_arguments()
@@ -179,7 +185,7 @@ class KwnbMagics(Magics):
             from .dashboard import settle
 
             settle(run)
-        print(self._summary(run))
+        self._print_summary(run)
 
     @line_magic
     @magic_arguments()

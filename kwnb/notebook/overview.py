@@ -16,7 +16,8 @@ from ..machine.limits import read_limits
 from ..engine.records.summary import rate_text
 from ..machine.sizes import format_size
 
-PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "training": "training", "finishing": "finishing",
+PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "serving": "serving",
+               "training": "training", "finishing": "finishing",
                "finished": "finished", "failed": "failed", "stopped": "stopped"}
 COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
 MANY_TASKS = 12  # more rows than this: the tasks that matter first, and the table scrolls (~14 rows high)
@@ -43,21 +44,32 @@ def badge(status: str) -> str:
             f'font-weight:600;font-size:0.85em;letter-spacing:0.04em">{status.upper()}</span>')
 
 
+def faults(diagnoses) -> list:
+    """The diagnoses that say something is wrong: not what the run recovered from (engine/diagnoses/recovery.py)."""
+    return [d for d in diagnoses if not d.recovered]
+
+
 def diagnoses_html(diagnoses) -> str:
-    """The banner above the tabs (and on a task's tab): one line per diagnosis, in words."""
+    """The banner above the tabs (and on a task's tab): one line per diagnosis, in words. What the run recovered
+    from follows in the theme's own colours, marked as recovered: an ok run's account never opens in red."""
+    wrong, recovered = faults(diagnoses), [d for d in diagnoses if d.recovered]
+    # A translucent red behind the theme's own text colour: readable on light and dark themes alike.
+    return (_banner(wrong, "&#9888;", "border-left:4px solid #c62828;background:rgba(198,40,40,0.10)")
+            + _banner(recovered, "&#8635;", "border-left:4px solid #2e7d32;opacity:0.85"))
+
+
+def _banner(diagnoses, mark: str, style: str) -> str:
     if not diagnoses:
         return ""
-    rows = "".join(f"<div>&#9888; <b>{html.escape(d.kind.replace('_', ' '))}</b>: {html.escape(d.message)}</div>"
+    rows = "".join(f"<div>{mark} <b>{html.escape(d.kind.replace('_', ' '))}</b>: {html.escape(d.message)}</div>"
                    for d in diagnoses)
-    # A translucent red behind the theme's own text colour: readable on light and dark themes alike.
-    return (f'<div style="border-left:4px solid #c62828;background:rgba(198,40,40,0.10);padding:3px 8px;'
-            f'margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>')
+    return f'<div style="{style};padding:3px 8px;margin:2px 0;font-size:0.9em;line-height:1.35">{rows}</div>'
 
 
 def overview_html(run, diagnoses, badge=badge, session_memory: bool = True) -> str:
     """`run` is a RunSnapshot (engine/records/snapshot.py): a live run's or a past run's. `session_memory`: the line of
     the session's memory under the table (the published account of an ended run leaves it out)."""
-    marked = {d.task for d in diagnoses}
+    marked = {d.task for d in faults(diagnoses)}
     placed = any(task.gpu for task in run.workers)  # a --gpus run on this machine: which GPUs each task sees
     columns = (COLUMNS[0], "GPU", *COLUMNS[1:]) if placed else COLUMNS
     head = "".join(f"<th>{name}</th>" for name in columns)

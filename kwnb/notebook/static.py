@@ -82,19 +82,19 @@ def png_tag(png: bytes | None, alt: str) -> str:
     return f'<div><img alt="{html.escape(alt)}" style="max-width:100%" src="data:image/png;base64,{data}"></div>'
 
 
-def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = None) -> str:
-    """The account as HTML: title, diagnoses, overview, curves and timeline, and (once ended) the summary."""
+def static_html(snapshot, curves: bytes | None = None, timeline: bytes | None = None, summary: bool = True) -> str:
+    """The account as HTML: title, diagnoses, overview, curves and timeline, and (once ended) the summary, unless
+    `summary` is False: `%kw_wait` prints it just below (notebook/dashboard.py), and a page shows it once."""
     parts = [f"<style>{OVERVIEW_CSS}{STATIC_CSS}</style>", f"<div>{title_html(snapshot)}</div>",
              missing_html(snapshot.missing), diagnoses_html(snapshot.diagnoses), overview(snapshot),
              png_tag(curves, f"{snapshot.name}: the chief's curves"),
              png_tag(timeline, f"{snapshot.name}: phases of each task")]
-    if snapshot.done:
-        # Closed: the picture above says how it went, and `%kw_wait` (docs/user-guide.md's advice for a published
-        # page) prints the same text just below; the exit codes stay in sight on the fold's label.
+    if snapshot.done and summary:
+        # Closed: the picture above says how it went; the exit codes stay in sight on the fold's label.
         codes = ", ".join("unknown" if code is None else str(code) for code in snapshot.exit_codes)
         parts.append(f"<details><summary>summary (exit codes {codes})</summary><pre>{pre_text(format_summary(snapshot))}"
                      "</pre></details>")
-    else:
+    elif not snapshot.done:
         name = html.escape(snapshot.name)
         parts.append(f"<div><i>Still going when this was drawn ({snapshot.elapsed:.1f} s after launch): the "
                      "kernel that runs it replaces this account when the run ends, and a notebook executed "

@@ -16,8 +16,8 @@ import time
 from ..engine.records.snapshot import as_snapshot
 
 # Colour-blind-safe (Okabe-Ito), on the picture's own white background whatever the notebook's theme.
-PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "training": "#0072B2",
-                 "finishing": "#56B4E9"}
+PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "serving": "#009E73",
+                 "training": "#0072B2", "finishing": "#56B4E9"}
 END_MARKS = {"finished": ("o", "#009E73"), "failed": ("X", "#C62828"), "stopped": ("s", "#616161")}
 DPI, WIDTH_IN, LEFT_IN = 90, 8.4, 1.45  # both drawings share the PNG's size and margins (inches)
 

@@ -16,7 +16,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from . import known_errors
+from . import known_errors, recovery
 from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
@@ -63,7 +63,7 @@ def merge(current: list[Diagnosis], found: list[Diagnosis], now: float,
     for old in current:
         now_found = found.pop((old.kind, old.task), None)
         if now_found is not None:
-            old.message, old.evidence = now_found.message, now_found.evidence
+            old.take_words(now_found)
             kept.append(old)
         elif old.kind not in TRANSIENT or final:
             kept.append(old)
@@ -87,7 +87,10 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
                               keras3(task, view.env),
                               tf_config_overridden(task), port_taken(task)) if d]
     stall = _stall(view, now, facts.stacks) if _stall_suspected(view, now, found) else None
-    return found + [stall] * bool(stall)
+    # The ends a restart left behind first, so that a task that ended the same way again is said as that new end
+    # (merge: the last finding of a kind and task wins).
+    return recovery.after_restarts(current, tasks, view.restart_limit) + \
+        recovery.attempts_of(found + [stall] * bool(stall), tasks)
 
 
 def wants_stacks(view: RunView, now: float) -> list[int]:
@@ -126,8 +129,10 @@ def _progressing(task: TaskView, now: float, window: float) -> bool:
 
 def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | None:
     """The task where a failure started (the one that raised or was killed), for the run's reason."""
-    # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py).
-    causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training]
+    # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py); nor one a restart of its
+    # task left behind (engine/diagnoses/recovery.py): a later failure is not that one.
+    causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training
+              and not recovery.restarted_since(d, tasks[d.task])]
     return min(causes, key=lambda d: d.since) if causes else None
 
 
@@ -190,9 +195,9 @@ def peer_lost(tasks: list[TaskView], now: float, oom_found: Mapping[int, OomEvid
                     _ended(peer) if peer.returncode is not None else \
                     "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
                     "still runs but stopped answering (overloaded, or its network is down)"
-                lost[peer.position] = Diagnosis(
-                    "peer_lost", peer.position, f"{reporter.id} lost its peer {peer.id}, which {how}; the others "
-                    f"cannot go on without it", evidence=list(report.lines))
+                cause = f"{reporter.id} lost its peer {peer.id}, which {how}"
+                lost[peer.position] = Diagnosis("peer_lost", peer.position, f"{cause}; the others cannot go on "
+                                                f"without it", evidence=list(report.lines), cause=cause)
     return list(lost.values())
 
 
@@ -234,25 +239,27 @@ def killed(task: TaskView, found: OomEvidence | None = None) -> Diagnosis | None
     if found is not None and number == signal.SIGKILL:
         return out_of_memory(task, found)
     peak = task.peak_rss
-    memory = f"; peak memory {format_size(peak)}" if peak else ""
+    memory = f"peak memory {format_size(peak)}" if peak else ""
     hint = ""
     if number == signal.SIGKILL and _memory_was_high(peak):
         hint = ": the system may have run out of memory (the OOM killer sends SIGKILL); try fewer workers or " \
                "smaller batches"
-    return Diagnosis("killed", task.position, f"{task.id} was killed by {name} from outside kwnb{memory}{hint}",
-                     evidence=[f"exit code {code}"])
+    cause = f"{task.id} was killed by {name} from outside kwnb"
+    return Diagnosis("killed", task.position, cause + (f"; {memory}" if memory else "") + hint,
+                     evidence=[f"exit code {code}"] + [memory] * bool(memory), cause=cause)
 
 
 def out_of_memory(task: TaskView, found: OomEvidence) -> Diagnosis:
     last, peak = task.rss, task.peak_rss  # (a sample taken as it died reads 0)
     held = "kwnb had no memory sample of it" if not peak else \
         f"its memory peaked at {format_size(peak)}" + (f", {format_size(last)} at kwnb's last look" if last else "")
+    cause = f"{task.id} was killed by the kernel's OOM killer"
     return Diagnosis("out_of_memory", task.position,
-                     f"{task.id} was killed by the kernel's OOM killer: {held} (resident, shared libraries included), "
+                     f"{cause}: {held} (resident, shared libraries included), "
                      f"against a limit of "
                      f"{format_size(found.limit)} ({found.limit_source}). Use less memory per task (smaller batches, "
                      f"fewer workers, data read from files rather than held in memory); `killed` instead would mean "
-                     f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines])
+                     f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines], cause=cause)
 
 
 def error(task: TaskView, script: str) -> Diagnosis | None:
@@ -271,8 +278,9 @@ def error(task: TaskView, script: str) -> Diagnosis | None:
     where = f" ({traceback.where})" if traceback.where else ""
     message = f": {traceback.message}" if traceback.message else ""
     fix = known_errors.explain(traceback.short_type, traceback.message or "")
-    return Diagnosis("error", task.position, f"{task.id} failed with {traceback.short_type}{message}{where}"
-                     + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]))
+    cause = f"{task.id} failed with {traceback.short_type}{message}{where}"
+    return Diagnosis("error", task.position, cause + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]),
+                     cause=cause)
 
 
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # tf.keras is tf-keras only where it is one of TensorFlow's true words

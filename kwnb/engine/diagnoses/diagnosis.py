@@ -20,9 +20,19 @@ class Diagnosis:
     message: str
     since: float = 0.0
     evidence: list[str] = field(default_factory=list)
+    # A task's end (engine/diagnoses/recovery.py): what happened in words without advice, and the task's restarts
+    # when it happened. A later attempt of the task may recover from it; then it is history, no longer a fault.
+    cause: str = ""
+    attempt: int = 0
+    recovered: bool = False
 
     def __str__(self) -> str:
         return self.message
+
+    def take_words(self, found: "Diagnosis") -> None:
+        """A standing diagnosis found again: it keeps its `since` and takes the new finding's words."""
+        self.message, self.evidence, self.cause = found.message, found.evidence, found.cause
+        self.attempt, self.recovered = found.attempt, found.recovered
 
     def copy(self) -> "Diagnosis":
         """The supervisor updates a standing diagnosis's message in place: a reader gets its own copy."""
@@ -40,6 +50,7 @@ class RunView:
     stall_after: float = 60.0  # seconds without progress before `stalled`; 0 turns it off
     diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
     env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
+    restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0
 
 
 def signal_name(number: int) -> str:

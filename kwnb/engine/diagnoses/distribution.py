@@ -61,7 +61,10 @@ def _never_joined(tasks: list[TaskView]) -> Diagnosis | None:
     """Epochs advanced in TensorFlow tasks and none logged a join. Not under a parameter server (its tasks
     serve, and whether its chief logs a join was not measured) nor in scripts that ran no TensorFlow
     (no runtime line: a plain Python script that prints epochs forms no cluster by design)."""
-    if any(t.task_type == "ps" for t in tasks) or any(t.signals.connected_at is not None for t in tasks):
+    if any(t.task_type == "ps" for t in tasks):
+        return None
+    # An earlier attempt's join counts: after a restart the epochs it trained are kept, its signals are new.
+    if any(t.signals.connected_at is not None or t.joined_before for t in tasks):
         return None
     trained = [t for t in tasks if t.epochs and t.runtime_lines]
     if len(trained) < 2:

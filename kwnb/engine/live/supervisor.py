@@ -162,7 +162,7 @@ class Supervisor:
         run = self.run
         return RunView(tasks=_views(run, now), name=run.name, script=run.script.name, user_files=run.user_files,
                        stall_after=run.stall_after, diagnoses=tuple(d.copy() for d in run.diagnoses),
-                       env=dict(run.user_env))
+                       env=dict(run.user_env), restart_limit=run.max_restarts if run.on_failure == "restart" else 0)
 
     def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:
         """What a pass needs from the processes, gathered outside the state lock: the OOM killer's evidence

@@ -52,6 +52,9 @@ class DiagnosisRecord:
     message: str
     since: float = 0.0
     evidence: list = saved([], read=list)
+    cause: str = ""  # a task's end in words, and the attempt it ended (engine/diagnoses/recovery.py)
+    attempt: int = 0
+    recovered: bool = False  # an end the run recovered from
 
 
 @dataclass(frozen=True, kw_only=True)

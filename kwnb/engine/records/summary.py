@@ -45,9 +45,11 @@ def format_summary(run: RunSnapshot, told: Collection[str] = ()) -> str:
         if worker.status == Status.FAILED:
             lines.extend("    | " + text for text in worker.tail[-5:])
     lines.extend(overview_lines(run))
-    if run.diagnoses:
-        lines.append("diagnoses:")
-        lines.extend(f"  - {d.kind}: {d.message}" for d in run.diagnoses)
+    faults = [d for d in run.diagnoses if not d.recovered]
+    for heading, listed in (("diagnoses", faults), ("recovered", [d for d in run.diagnoses if d.recovered])):
+        if listed:  # what the run recovered from is history, after what is wrong (engine/diagnoses/recovery.py)
+            lines.append(f"{heading}:")
+            lines.extend(f"  - {d.kind}: {d.message}" for d in listed)
     lines.append(f"logs: {run.dir}")
     if run.curves_path:
         lines.append(f"curves: {run.curves_path}")

@@ -48,11 +48,19 @@ def chief_position(task_ids: list[TaskId]) -> int | None:
     return task_ids.index(TaskId("chief", 0) if "chief" in types else TaskId("worker", 0))
 
 
+def serves(task_id: TaskId, task_ids: list[TaskId]) -> bool:
+    """Under ParameterServerStrategy (a run with ps tasks) the workers and the ps only serve: the coordinator
+    (a chief task, or the calling process) runs training on them. They never log a join."""
+    return task_id.type in ("worker", "ps") and any(other.type == "ps" for other in task_ids)
+
+
 def prepare(tasks: list) -> None:
-    """Mark the chief and give an evaluator its parser, once the run has made its tasks."""
-    chief = chief_position([task.id for task in tasks])
+    """Mark the chief and the serving tasks, and give an evaluator its parser, once the run has made its tasks."""
+    ids = [task.id for task in tasks]
+    chief = chief_position(ids)
     for position, task in enumerate(tasks):
         task.is_chief = position == chief
+        task.serves = serves(task.id, ids)
         if task.task_type == "evaluator":
             task.metrics = EvaluationParser()
 

@@ -44,6 +44,7 @@ class Phase(str, Enum):
     PENDING = "pending"  # queued by a scheduler
     STARTING = "starting"  # the interpreter, the imports, the script's set-up: no TensorFlow server yet
     JOINING = "joining"  # its server is up and it waits for its peers
+    SERVING = "serving"  # a parameter-server job's worker or ps, its server up: it serves, never joins (docs/roles.md)
     TRAINING = "training"
     FINISHING = "finishing"  # its last epoch is done and it is shutting down
     FINISHED = "finished"

@@ -138,9 +138,12 @@ class Task(Named):
         self.output = TaskOutput(log_path, keep_lines, sinks=(self._took, *(partial(o, task_id) for o in outputs)))
         self.metrics = MetricsParser(step_scale=step_scale)
         self.is_chief = False
+        self.serves = False  # it only serves (a parameter-server job's worker or ps): engine/tasks/roles.py
         self.signals = Signals()
         self.vitals = Vitals()  # phase, step rate, CPU, memory: what the overview shows
         self.killed_by_kwnb = False  # %kw_kill / Run.kill: a failure, but not a mysterious one
+        self.joined_before = False  # an earlier attempt joined a cluster (a restart starts its signals afresh)
+        self._rows_at_start = _rows_mark(None)  # the metric rows read before this attempt (its phase: _update_vitals)
         self.warm = False
         self._scanner = tf.TfLogScanner(user_files)
         self._folder = RunFolder(log_path.parent)
@@ -181,6 +184,8 @@ class Task(Named):
         self.warm = process.warm  # in an interpreter that had already imported TensorFlow
         self.returncode, self.ended_at, self.port_open_at = None, None, None
         self.status, self.started_at, self._stop_requested = Status.STARTING, time.time(), False
+        self.joined_before = self.joined_before or self.signals.connected_at is not None
+        self._rows_at_start = _rows_mark(self.metrics)
         self.signals, self.killed_by_kwnb = Signals(progress_at=self.started_at), False
         self.vitals.restarted(self.started_at)
 
@@ -291,7 +296,9 @@ class Task(Named):
 
     def _update_vitals(self, now: float) -> bool:
         """Note the phase and step the task is at (engine/tasks/vitals.py); whether the phase changed."""
-        return self.vitals.update(phase_of(self.status, self.signals, self.metrics), last_step(self.metrics.steps), now)
+        trained = _rows_mark(self.metrics) != self._rows_at_start
+        phase = phase_of(self.status, self.signals, self.metrics, trained, self.serves, self.port_open_at is not None)
+        return self.vitals.update(phase, last_step(self.metrics.steps), now)
 
     def _took(self, lines: Lines) -> None:
         """The reader's first sink (under the run's state lock): the metrics and signals read the text as written."""
@@ -328,6 +335,13 @@ class Task(Named):
 
 
 Worker = Task  # the old name (engine/records/compat.py lists them all)
+
+
+def _rows_mark(metrics) -> tuple:
+    """Where a task's metric rows stand (epochs kept, step rows, the last one): a new row changes it."""
+    if metrics is None:
+        return 0, 0, None
+    return len(metrics.epochs), len(metrics.steps), metrics.steps[-1] if metrics.steps else None
 
 
 def _read_json(path: Path) -> dict | None:

@@ -66,6 +66,7 @@ class TaskView(Named):
     signals: Signals = field(default_factory=Signals)  # a copy: what TensorFlow said, for the diagnoses
     stop_requested: bool = False  # kwnb or the user is stopping it: its end is no mystery
     killed_by_kwnb: bool = False  # %kw_kill, Run.kill
+    joined_before: bool = False  # an earlier attempt joined a cluster (its signals are this attempt's)
 
     @property
     def task_type(self) -> str:
@@ -114,4 +115,5 @@ def view_of(task: "Task", now: float, where: str = "", gpu: str = "") -> TaskVie
         rss=vitals.rss, peak_rss=task.signals.peak_rss, time_in=vitals.time_in(until=task.ended_at or now),
         rate=vitals.rate if task.alive else vitals.mean_rate(task.ended_at, last_step(metrics.steps)),
         epoch=metrics.epoch, step=metrics.step, total_epochs=metrics.total_epochs, nonfinite=metrics.nonfinite,
-        signals=signals, stop_requested=task.stop_requested, killed_by_kwnb=task.killed_by_kwnb)
+        signals=signals, stop_requested=task.stop_requested, killed_by_kwnb=task.killed_by_kwnb,
+        joined_before=task.joined_before)

@@ -5,6 +5,8 @@ Phases, from the task's own signals (engine/tasks/task.py):
     pending   queued by a scheduler
     starting  the interpreter and the imports, the script's set-up: no TensorFlow server yet
     joining   its server is up and it waits for its peers to join the cluster
+    serving   a parameter-server job's worker or ps whose server is up: it only serves the coordinator, which
+              trains (docs/roles.md); it never logs a join, so it is never `joining`, from its start to its end
     training  it has joined the cluster, or steps and epochs advance
     finishing its last epoch is done (Keras said how many) and it is shutting down: TensorFlow
               can take 5-8 s here to end once a peer has gone
@@ -22,22 +24,28 @@ if TYPE_CHECKING:
     from ...backends.base import Sample
     from ..readers.metrics import MetricsParser
 
-PHASES = tuple(Phase)  # pending, starting, joining, training, finishing, finished, failed, stopped
+PHASES = tuple(Phase)  # pending, starting, joining, serving, training, finishing, finished, failed, stopped
 RATE_SECONDS = 5.0  # the step rate is over this window: long enough to smooth Keras's 0.05 s redraws
 
 
-def phase_of(status: Status, signals, metrics: "MetricsParser") -> Phase:
+def phase_of(status: Status, signals, metrics: "MetricsParser", trained: bool, serves: bool = False,
+             port_open: bool = False) -> Phase:
     """A task's phase from its status, what TensorFlow said (its Signals: engine/tasks/task.py, which imports
-    this module) and its metric rows."""
+    this module) and its metric rows. `trained`: steps or epochs were read in this attempt (a restarted task
+    keeps its earlier rows: they no longer say it trains). `serves`: the task only serves
+    (engine/tasks/roles.py), from the moment its server is up (TensorFlow said so, or its `port_open` accepts
+    connections)."""
     if status.ended:
         return Phase(status)
     if status == Status.PENDING:
         return Phase.PENDING
+    if serves:
+        return Phase.SERVING if signals.server_at is not None or port_open else Phase.STARTING
     if signals.waiting is not None and signals.waiting.waiting:
         return Phase.JOINING  # the coordination leader, waiting for the others
     if metrics.total_epochs and len(metrics.epochs) >= metrics.total_epochs:
         return Phase.FINISHING
-    if signals.connected_at is not None or metrics.steps or metrics.epochs:
+    if signals.connected_at is not None or trained:
         return Phase.TRAINING
     return Phase.JOINING if signals.server_at is not None else Phase.STARTING
 

@@ -1,5 +1,6 @@
-"""The beginners' notebook shows no TensorFlow start-up lines: its kernel never imports TensorFlow (only the
-workers do, and their logs keep those lines), so a first-time learner sees no red text in a cell.
+"""No learner's cell shows TensorFlow's start-up lines. The beginners' notebook's kernel never imports TensorFlow
+(only the workers do, and their logs keep those lines); the Keras lessons import it in the kernel after
+`%load_ext kwnb`, which sends those lines to the kernel's log (kwnb/notebook/kernel_stderr.py).
 
 ipykernel forwards what the kernel process writes to its file descriptor 2, so TensorFlow's C++ start-up
 lines (absl's warning, cudart, cpu_feature_guard, oneDNN) show in the cell that imports it, in red, twice;
@@ -64,3 +65,25 @@ def kwnb_ran_the_workers(notebook) -> bool:
 def test_a_kernel_that_imports_tensorflow_shows_its_startup_lines(tmp_path):
     notebook = executed(new_notebook(cells=[new_code_cell("import tensorflow")]), tmp_path)
     assert tensorflow_startup_lines(notebook)
+
+
+@pytest.mark.slow
+def test_a_kernel_that_loads_kwnb_first_keeps_tensorflows_lines_out_and_its_own(tmp_path):
+    """Notebooks 01-05 train a baseline in the kernel: with kwnb loaded first, the import's start-up lines go to
+    the kernel's log (kernel_stderr.py), and a line of the learner's own on descriptor 2 still shows."""
+    notebook = executed(new_notebook(cells=[
+        new_code_cell("%load_ext kwnb"), new_code_cell("import tensorflow"),
+        new_code_cell("import os, time\nos.write(2, b'a line of my own\\n')\ntime.sleep(0.5)")]), tmp_path)
+    assert tensorflow_startup_lines(notebook) == []
+    shown = [output.text for output in notebook.cells[2].get("outputs", []) if output.get("name") == "stderr"]
+    assert "a line of my own" in "".join(shown)
+
+
+@pytest.mark.slow
+def test_the_keras_lessons_set_up_cell_shows_no_tensorflow_startup_lines(tmp_path):
+    """01's set-up cell (02 to 05 and the solutions open the same way) imports TensorFlow in the kernel."""
+    lesson = nbformat.read(HELLO.with_name("01_multi_worker_keras.ipynb"), as_version=4)
+    set_up = next(cell for cell in lesson.cells if "%load_ext kwnb" in cell.source)
+    notebook = executed(new_notebook(cells=[new_code_cell(set_up.source)]), tmp_path)
+    assert tensorflow_startup_lines(notebook) == []
+    assert "tf.keras is tf_keras" in "".join(output.get("text", "") for output in notebook.cells[0].outputs)

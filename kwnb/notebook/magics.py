@@ -385,9 +385,11 @@ def _display_run(run) -> None:
 
 
 def load_ipython_extension(ipython) -> None:
+    from .kernel_stderr import keep_runtime_lines_out_of_cells
     from .runs_magic import PastRunMagics
     from .tensorboard_magic import TensorBoardMagics
 
+    keep_runtime_lines_out_of_cells()  # before the learner's own `import tensorflow`, if the notebook loads kwnb first
     ipython.register_magics(KwnbMagics)
     ipython.register_magics(TensorBoardMagics)
     ipython.register_magics(PastRunMagics)

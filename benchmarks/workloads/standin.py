@@ -5,7 +5,9 @@ collective does, and no TensorFlow.
 A smoke run checks that the benchmarks' code works, not what TensorFlow costs: with train.py, its ~25
 starts of TensorFlow workers (2 to 4 s of CPU each on 2 cores) were most of its 4-5 minutes.
 tests/test_benchmarks_smoke.py runs train.py itself once.
-argv: as train.py's, [--steps S] [--mark-a A] [--mark-b B] [--verbose V]
+argv: as train.py's, [--steps S] [--mark-a A] [--mark-b B] [--verbose V], parsed as train.py does:
+one file that imports nothing of its own, as train.py, since the tutorial method copies it alone and
+ipyparallel's engines run its source.
 """
 import time
 

@@ -41,7 +41,7 @@ import portpicker
 
 import kwnb.api  # noqa: F401 - imported up front, as `%load_ext kwnb` does in a notebook
 
-from .common import (TRAIN, WORKER_ENV, PortProbe, log, paired_ratios, parse_markers, read_markers, row,
+from .common import (WORKER_ENV, PortProbe, job, log, paired_ratios, parse_markers, read_markers, row,
                      since, steps_per_second, check, wait_pids_gone)
 
 METHODS = ("kwnb", "bare", "kwnb.launch", "bare session", "tutorial", "ipyparallel", "import_tf", "bare again")
@@ -94,7 +94,7 @@ def train_args(cfg) -> list[str]:
 def run_kwnb_kernel(cfg, workdir: Path, kernel) -> dict:
     from .kernel import run_job
 
-    result = run_job(kernel, "kwnb", TRAIN, cfg.n, train_args(cfg), "bench", workdir / "kernel", timeout=RUN_TIMEOUT)
+    result = run_job(kernel, "kwnb", job(cfg), cfg.n, train_args(cfg), "bench", workdir / "kernel", timeout=RUN_TIMEOUT)
     t0 = result["t0"]
     chief = read_markers(result["logs"][0])
     steps = chief.get("steps", {})
@@ -108,7 +108,7 @@ def run_kwnb(cfg, workdir: Path) -> dict:
     import kwnb
 
     t0 = time.time()
-    run = kwnb.launch(TRAIN, n=cfg.n, name="bench", runs_dir=workdir / "kwnb-runs", args=train_args(cfg))
+    run = kwnb.launch(job(cfg), n=cfg.n, name="bench", runs_dir=workdir / "kwnb-runs", args=train_args(cfg))
     probe = PortProbe([w.address for w in run.workers]).start()
     codes = run.wait(RUN_TIMEOUT)
     waited = time.time()  # wait() returned: what a script, %kw_wait and --wait wait for (issue 31)
@@ -136,7 +136,7 @@ def run_bare(cfg, workdir: Path, new_session: bool = False) -> dict:
     procs = []
     for i, config in enumerate(configs):
         with open(folder / f"worker-{i}.log", "wb") as out:
-            procs.append(subprocess.Popen([sys.executable, str(TRAIN), *train_args(cfg)], stdin=subprocess.DEVNULL,
+            procs.append(subprocess.Popen([sys.executable, str(job(cfg)), *train_args(cfg)], stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT, env=_env(config),
                                           start_new_session=new_session))
     probe = PortProbe(addresses).start()
@@ -150,7 +150,7 @@ def run_tutorial(cfg, workdir: Path) -> dict:
     """The recipe of TensorFlow's multi-worker tutorials, with free ports instead of 12345/23456."""
     folder = workdir / f"tutorial-{time.time_ns()}"
     folder.mkdir(parents=True)
-    source = TRAIN.read_text()
+    source = job(cfg).read_text()
     t0 = time.time()
     (folder / "main.py").write_text(source)  # %%writefile main.py
     addresses, configs = _cluster(cfg.n)
@@ -185,7 +185,7 @@ def _engine_train(tf_config: str, env: dict, source: str, argv: list, path: str)
 def run_ipyparallel(cfg, workdir: Path) -> dict:
     import ipyparallel as ipp
 
-    source = TRAIN.read_text()
+    source = job(cfg).read_text()
     t0 = time.time()
     cluster = ipp.Cluster(n=cfg.n, log_level=logging.ERROR)
     try:
@@ -194,7 +194,7 @@ def run_ipyparallel(cfg, workdir: Path) -> dict:
         addresses, configs = _cluster(cfg.n)
         probe = PortProbe(addresses).start()
         env = {k: v for k, v in WORKER_ENV.items()}
-        results = [client[engine].apply_async(_engine_train, configs[i], env, source, train_args(cfg), str(TRAIN))
+        results = [client[engine].apply_async(_engine_train, configs[i], env, source, train_args(cfg), str(job(cfg)))
                    for i, engine in enumerate(client.ids[: cfg.n])]
         codes = []
         for result in results:

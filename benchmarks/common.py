@@ -230,6 +230,11 @@ def since(t0: float, t: float | None) -> float | None:
     return None if t is None else t - t0
 
 
+def job(cfg) -> Path:
+    """The training job every method runs: train.py, or in a smoke run its stand-in (cfg.job)."""
+    return WORKLOADS / cfg.job
+
+
 def wait_pids_gone(pids: list[int], timeout: float = 30.0) -> None:
     """Let the previous method's processes be gone before the next one starts."""
     end = time.monotonic() + timeout

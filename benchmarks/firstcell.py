@@ -24,7 +24,7 @@ import random
 import time
 from pathlib import Path
 
-from .common import TRAIN, check, log, paired_ratios, read_markers, row, since, wait_pids_gone
+from .common import check, job, log, paired_ratios, read_markers, row, since, wait_pids_gone
 from .hooks import BUSY_SHARE, NETWORK_CHOSEN, POOL_CAP_REASON, POOL_REFUSED, POOL_STATUS
 
 SECTION = "9. first cell"
@@ -92,7 +92,7 @@ def run_kwnb(cfg, workdir: Path, quiet_check: bool = True) -> dict:
         time.sleep(cfg.reading_seconds)  # the learner reads the next cell
         pool = kernel.execute_json(POOL_PIDS)
         line = f"main.py -n {cfg.n} --wait --args \"{' '.join(train_args(short_job(cfg)))}\""
-        ran = kernel.execute_json(CELL.format(line=line, source=TRAIN.read_text()), timeout=RUN_TIMEOUT)
+        ran = kernel.execute_json(CELL.format(line=line, source=job(cfg).read_text()), timeout=RUN_TIMEOUT)
     finally:
         kernel.close()
         wait_pids_gone([kernel.pid], 30)
@@ -112,7 +112,7 @@ def run_bare(cfg, workdir: Path) -> dict:
     try:
         kernel.execute("import json, os, subprocess, sys, time\nimport portpicker")
         time.sleep(cfg.reading_seconds)
-        result = run_job(kernel, "bare", TRAIN, cfg.n, train_args(short_job(cfg)), "bare", folder, timeout=RUN_TIMEOUT,
+        result = run_job(kernel, "bare", job(cfg), cfg.n, train_args(short_job(cfg)), "bare", folder, timeout=RUN_TIMEOUT,
                          probe=False)
     finally:
         kernel.close()

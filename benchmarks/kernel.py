@@ -108,14 +108,18 @@ _bench = {{}}
 print("ready")
 """
 
-# Launch cells return at once, as `%%kw_worker` does; a second cell waits. The kernel's CPU is
-# read before the first and after the second.
+# Launch cells return at once, as `%%kw_worker` does; a last cell waits. The kernel's CPU is read
+# before the first and after the last. kwnb's dashboard is displayed by a cell of its own, once the
+# port probe has the addresses: displayed first, it delayed the probe past the ports of a job that
+# ends within a second (the smoke run's stand-in job).
 KWNB_LAUNCH = """
 _t0 = time.time()
 _run = kwnb.launch({script!r}, n={n}, name={name!r}, runs_dir={runs!r}, args={args!r})
-display(_run)  # the live dashboard: its thread refreshes the widgets while the run goes on
 print(json.dumps({{"t0": _t0, "addresses": [w.{address} for w in _run.workers],
                   "logs": [str(w.log_path) for w in _run.workers]}}))
+"""
+KWNB_SHOW = """
+display(_run)  # the live dashboard: its thread refreshes the widgets while the run goes on
 """
 
 KWNB_WAIT = """
@@ -182,6 +186,8 @@ def run_job(kernel: Kernel, method: str, script: str, n: int, args: list[str], n
     with RssSampler(kernel.process) as rss:
         started = kernel.execute_json(launch)
         port_probe = PortProbe(started["addresses"]).start() if probe else None
+        if method == "kwnb":
+            kernel.execute(KWNB_SHOW)
         finished = kernel.execute_json(wait, timeout=timeout + 60)
     cpu_after = kernel.cpu_seconds()
     rss_after = kernel.rss()

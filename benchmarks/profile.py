@@ -161,13 +161,13 @@ WRAPPED = [(hook.module, hook.owner, hook.name, label) for hook, label in KERNEL
 def kernel_components(cfg, kernel, workdir: Path, errors: list[str]) -> dict:
     """One instrumented kwnb run of the training job in the kernel: thread CPU seconds per function."""
     from .bringup import train_args
-    from .common import TRAIN
+    from .common import job
     from .kernel import run_job
 
     from .common import WRITER
 
     # The smoke run profiles the writer (no TensorFlow start) only to keep this code path working.
-    script, n, args = (WRITER, 1, ["bulk", "10000"]) if cfg.smoke else (TRAIN, cfg.n, train_args(cfg))
+    script, n, args = (WRITER, 1, ["bulk", "10000"]) if cfg.smoke else (job(cfg), cfg.n, train_args(cfg))
     kernel.execute(KERNEL_HOOK % (WRAPPED,))
     try:
         result = run_job(kernel, "kwnb", script, n, args, "profiled", workdir / "kprofile", probe=False)
@@ -206,10 +206,10 @@ def kernel_ab(cfg, kernel, workdir: Path, errors: list[str]) -> list[dict]:
     """The training job from the kernel with the dashboard, kwnb as is against the dashboard's curves
     drawn as before LiveCurves (benchmarks/patches.py, applied in the kernel), alternating."""
     from .bringup import train_args
-    from .common import TRAIN, read_markers, steps_per_second
+    from .common import job, read_markers, steps_per_second
     from .kernel import run_job
 
-    script, n, args = TRAIN, cfg.n, train_args(cfg)
+    script, n, args = job(cfg), cfg.n, train_args(cfg)
     samples = []
     for r in range(cfg.rounds):
         for variant in (("as is", "before") if r % 2 == 0 else ("before", "as is")):
@@ -233,7 +233,7 @@ def kernel_ab(cfg, kernel, workdir: Path, errors: list[str]) -> list[dict]:
 
 def kernel_ab_rows(samples: list[dict], cfg) -> list[dict]:
     section = "5. experiment, real kernel + dashboard"
-    job = f"train.py, {cfg.n} workers, {cfg.steps} steps"
+    described = f"{cfg.job}, {cfg.n} workers, {cfg.steps} steps"
     out = []
 
     def pick(variant, key):
@@ -241,7 +241,7 @@ def kernel_ab_rows(samples: list[dict], cfg) -> list[dict]:
                 for s in sorted((s for s in samples if s["variant"] == variant), key=lambda s: s["round"])]
 
     before, now = pick("before", "kernel_cpu_s"), pick("as is", "kernel_cpu_s")
-    metric = f"kernel CPU s over one run ({job})"
+    metric = f"kernel CPU s over one run ({described})"
     out.append(row(section, metric, "kwnb as is", now, "s"))
     out.append(row(section, metric, f"kwnb, {BEFORE}", before, "s"))
     out.append(row(section, metric, "as is / before", paired_ratios(now, before), "ratio"))

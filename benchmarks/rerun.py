@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from .common import TRAIN, log, paired_ratios, read_markers, row, check, since
+from .common import check, job, log, paired_ratios, read_markers, row, since
 from .hooks import BUSY_SHARE, NETWORK_CHOSEN, patched
 
 RUN_TIMEOUT = 300.0
@@ -100,7 +100,7 @@ def run_kwnb_warm(cfg, workdir: Path, network: str | None, kernel=None) -> dict:
     from .bringup import _result, train_args
 
     t0 = time.time()
-    run = kwnb.launch(TRAIN, n=cfg.n, name="rerun", runs_dir=workdir / "kwnb-runs", args=train_args(cfg),
+    run = kwnb.launch(job(cfg), n=cfg.n, name="rerun", runs_dir=workdir / "kwnb-runs", args=train_args(cfg),
                       network=network, warm=True)
     codes = run.wait(RUN_TIMEOUT)
     returned = time.time()
@@ -170,7 +170,7 @@ def run_kwnb_kernel(cfg, workdir: Path, kernel) -> dict:
     from .bringup import train_args
     from .kernel import run_job
 
-    result = run_job(kernel, "kwnb", TRAIN, cfg.n, train_args(cfg), "rerun", workdir / "kernel", timeout=RUN_TIMEOUT,
+    result = run_job(kernel, "kwnb", job(cfg), cfg.n, train_args(cfg), "rerun", workdir / "kernel", timeout=RUN_TIMEOUT,
                      probe=False)  # a private network's ports cannot be reached from here
     t0 = result["t0"]
     chief = read_markers(result["logs"][0])

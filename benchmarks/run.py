@@ -38,6 +38,7 @@ class Config:
     throughput_rounds: int = 10  # a 2 % target needs more samples than bring-up's 5 % one
     seed: int = 0  # of the shuffled method order in each round
     n: int = 2  # workers of the training job
+    job: str = "train.py"  # the training job, in benchmarks/workloads/ (--smoke: standin.py, no TensorFlow)
     bringup_steps: int = 30  # section 1 needs the first step only
     steps: int = 1000  # training steps of the throughput job
     mark_a: int = 10  # throughput is measured between these two steps (startup excluded)
@@ -73,17 +74,19 @@ class Config:
 def smoke_config() -> Config:
     """Every code path once, small: a check that the benchmarks still work, not a measurement.
 
-    What is left is mostly TensorFlow starting (about 20 starts of 2 workers, 3-5 s each on 2 cores, and
-    section 6's 6 pool refills), so nothing waits that need not: no reading time before section 9's cell
-    (its kwnb cell then starts before the pool is ready, cold: the row says how many tasks started warm),
-    section 2 reads section 1's runs of its 4 methods (the same job here: throughput.same_job_as_bringup),
-    section 8's 1-CPU runs train 12 steps (their import is most of the run), idle workers sleep 0.5 s. Two
+    Every method runs train.py's stand-in (workloads/standin.py: its markers and progress lines, each
+    task's port, the tasks' wait for each other; no TensorFlow): about 25 starts of TensorFlow workers,
+    3-5 s each on 2 cores, were most of the 4-5 minutes the smoke run took. TensorFlow is left in section
+    1's import floor and in the pool refills of sections 6 and 9. Nothing waits that need not: no reading
+    time before section 9's cell (its kwnb cell then starts before the pool is ready, cold: the row says
+    how many tasks started warm), section 2 reads section 1's runs of its 4 methods (the same job here:
+    throughput.same_job_as_bringup), section 8's 1-CPU runs train 12 steps, idle workers sleep 0.5 s. Two
     variants that run a section's code again with other settings are left out: section 8's emulated
-    64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in 1 CPU, 10-14 s) and section
-    9's "quiet check off" (with no reading time, the pool's quiet check has nothing to change).
+    64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in 1 CPU) and section 9's
+    "quiet check off" (with no reading time, the pool's quiet check has nothing to change).
     """
-    return Config(smoke=True, rounds=1, throughput_rounds=1, bringup_steps=12, steps=12, mark_a=2, mark_b=12,
-                  tutorial_sleep=2.0, pause=0.0,
+    return Config(smoke=True, job="standin.py", rounds=1, throughput_rounds=1, bringup_steps=12, steps=12,
+                  mark_a=2, mark_b=12, tutorial_sleep=2.0, pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
                   scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=0.5,
                   parse_lines=20_000, thread_rounds=1, thread_steps=12, thread_mark_a=2, thread_mark_b=10,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import TRAIN, log, paired_ratios, read_markers, row
+from .common import job, log, paired_ratios, read_markers, row
 from .kernel import Kernel, run_job
 
 
@@ -23,7 +23,7 @@ def measure(cfg, kernel: Kernel, workdir: Path, errors: list[str]) -> list[dict]
                 log(f"scaling round {r + 1}/{cfg.scaling_rounds}: {n} workers, {method}")
                 result = {"round": r, "n": n, "method": method}
                 try:
-                    result.update(run_job(kernel, method, TRAIN, n, args, "scale", workdir / "scaling"))
+                    result.update(run_job(kernel, method, job(cfg), n, args, "scale", workdir / "scaling"))
                     chief = read_markers(result["logs"][0])
                     first = chief.get("steps", {}).get(1)
                     result["first_step_s"] = None if first is None else first - result["t0"]

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import TRAIN, check, log, paired_ratios, read_markers, row, steps_per_second
+from .common import check, job, log, paired_ratios, read_markers, row, steps_per_second
 
 CPU_V1 = Path("/sys/fs/cgroup/cpu")
 SECTION = "8. threads under a 1-CPU quota"
@@ -73,7 +73,7 @@ def run_in_group(cfg, workdir: Path, group: Path, threads: dict) -> dict:
         env = {k: v for k, v in _env(config).items() if k not in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
                                                                      "OMP_NUM_THREADS")}
         with open(folder / f"worker-{i}.log", "wb") as out:
-            procs.append(subprocess.Popen([sys.executable, str(TRAIN), *args], stdin=subprocess.DEVNULL, stdout=out,
+            procs.append(subprocess.Popen([sys.executable, str(job(cfg)), *args], stdin=subprocess.DEVNULL, stdout=out,
                                           stderr=subprocess.STDOUT, env={**env, **threads}, preexec_fn=join_group))
     codes = []
     for proc in procs:

@@ -3,6 +3,7 @@ writes its table. No timing is asserted (CI machines are shared and noisy); only
 comparison was measured and the output files have the structure docs/benchmarks.md's table relies on.
 """
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +19,35 @@ MACHINE_FIELDS = {"date", "cpu_count_logical", "cpu_model", "memory_total_gb", "
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    # The smoke run took 237 s on a 2-core machine that others' tests kept saturated (load 4-5; 299 s there
-    # before its fixed waits and duplicate runs went, 211 s on an idle CI machine); section 6 (re-runs: 8
-    # short runs, 6 pool refills) is a third of it. 900 s: nearly 4 times that loaded run.
+    # With train.py, the smoke run took 237 s on a 2-core machine that others' tests kept busy (load 4-5;
+    # 211 s on an idle CI machine), mostly TensorFlow starting; its stand-in (benchmarks/workloads/standin.py)
+    # leaves section 1's import floor and the pool refills (benchmarks/README.md). 900 s: for a loaded machine.
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out)], cwd=ROOT,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "latest.json").read_text()), (out / "latest.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_training_job_prints_its_markers_as_its_stand_in_does():
+    """The smoke run's methods run train.py's stand-in (no TensorFlow): train.py itself once here, one
+    worker (no TF_CONFIG), with the markers every method is timed by, as the stand-in prints them."""
+    from benchmarks.common import WORKER_ENV, WORKLOADS, parse_markers
+
+    printed = {}
+    for job in ("train.py", "standin.py"):
+        proc = subprocess.run([sys.executable, str(WORKLOADS / job), "--steps", "4", "--mark-a", "2", "--mark-b", "3"],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+                              env={k: v for k, v in {**os.environ, **WORKER_ENV}.items() if k != "TF_CONFIG"})
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        markers = parse_markers(proc.stdout)
+        assert {"start", "imported", "done"} <= set(markers) and sorted(markers["steps"]) == [1, 2, 3], proc.stdout
+        assert markers["start"] <= markers["imported"] <= markers["steps"][1] <= markers["steps"][3] <= markers["done"]
+        drawn = [part.split(" - ")[0] for line in proc.stdout.splitlines() for part in line.split("\r") if "/4 [" in part]
+        printed[job] = (drawn[0], drawn[-1])  # tf-keras skips redraws less than 50 ms apart: the first and the last
+    assert printed["train.py"] == printed["standin.py"] == ("1/4 [======>.......................]",
+                                                            "4/4 [==============================]"), printed
 
 
 def has_ipyparallel() -> bool:

@@ -113,9 +113,13 @@ def test_a_late_worker_is_named_while_the_chief_waits_and_forgotten_once_it_join
     assert run.diagnoses == []
 
 
+@pytest.mark.timeout(600)
 def test_a_stall_says_where_each_task_is_blocked(tmp_path):
     run = launch(tmp_path, "stall", stall_after=8)
     try:
+        # Both joined first, with a deadline of its own: at a load average of 50 both were still importing
+        # TensorFlow after 90 s, and the stall's deadline below is for the stall alone.
+        assert wait_until(lambda: all(task.signals.connected_at for task in run.workers), 400), run.summary()
         assert wait_until(lambda: any(d.kind == "stalled" for d in run.diagnoses), 90), run.summary()
         stalled = next(d for d in run.diagnoses if d.kind == "stalled")
         last_output = max(task.signals.progress_at for task in run.workers)

@@ -219,6 +219,31 @@ def test_a_past_run_shows_the_tail_its_run_recorded_and_an_older_folder_reads_it
     assert (chief.total_lines, chief.runtime_lines) == (live[0].total_lines + 1, live[0].runtime_lines + 1)
 
 
+def test_the_fold_toggle_never_says_hidden_while_the_log_shows_runtime_lines(runs, tmp_path):
+    """The toggle's words and the log are two widgets, drawn one after the other: a page read between the
+    two (a loaded machine, tests/test_jupyterlab_ui.py) saw "hidden - show" above the runtime lines."""
+    from kwnb.notebook.dashboard import Dashboard
+
+    _, clean, _ = runs
+    recorded = copy_of(clean, tmp_path / "recorded")
+    with open(recorded / "worker-0.log", "a") as log:
+        log.write(RUNTIME_LINE + "\n")
+    history = json.loads((recorded / HISTORY_NAME).read_text())
+    for task in history["tasks"]:  # as an older kwnb wrote it: the log is read again, the runtime line with it
+        del task["tail"], task["tail_runtime"]
+    (recorded / HISTORY_NAME).write_text(json.dumps(history))
+    shown = Dashboard(kwnb.open_run(recorded))
+    fold, log = shown.folds[0], shown.logs[0]
+    seen = []  # (toggle words, runtime line in the log) at every change of either
+    for widget, name in ((fold, "description"), (log, "value")):
+        widget.observe(lambda _: seen.append((fold.description, "I0000" in log.value)), names=name)
+    fold.value = True
+    fold.value = False
+    assert seen[-1] == (fold.description, False) and fold.description.endswith("hidden - show")
+    assert any(words.endswith("shown - hide") and runtime for words, runtime in seen), seen
+    assert not [words for words, runtime in seen if words.endswith("hidden - show") and runtime], seen
+
+
 def test_the_static_account_is_final_small_and_says_what_it_is(runs):
     """What a published page shows in the dashboard's place: the end of the run in palette PNGs, the
     summary folded with no blank line (Markdown would end the HTML block there), no session memory

@@ -363,7 +363,7 @@ def test_restart_policy_gives_up_after_max_restarts(tmp_path):
 
 def test_relaunching_a_name_stops_the_previous_run(tmp_path):
     first = launch_behave(tmp_path, "same-name", ["--sleep", "60"])
-    assert wait_until(lambda: all(w.status == "running" for w in first.workers), timeout=30)
+    assert wait_until(lambda: all(w.status == "running" for w in first.workers), timeout=120)  # a loaded machine's start
     processes = [psutil.Process(w.pid) for w in first.workers]
     second = launch_behave(tmp_path, "same-name", ["--sleep", "60"])
     try:

@@ -210,8 +210,12 @@ class Dashboard:
             key = (worker.total_lines, worker.tail[-1:], shown, worker.runtime_lines)
             if self._log_keys[i] != key:
                 self._log_keys[i] = key
-                self._set(self.folds[i], "description", fold_label(worker, shown))
-                self._set(self.logs[i], "value", log_html(worker, show_runtime=shown))
+                # Two widgets, so two messages: the browser can draw between them. The toggle must never
+                # say "hidden" while the log still shows runtime lines: when they fold, the log goes first.
+                label = (self.folds[i], "description", fold_label(worker, shown))
+                log = (self.logs[i], "value", log_html(worker, show_runtime=shown))
+                for widget, name, value in (label, log) if shown else (log, label):
+                    self._set(widget, name, value)
 
     def _refresh_timeline(self, run, force: bool) -> None:
         """Redrawn when a phase changes (at most every TIMELINE_SECONDS) and every TIMELINE_IDLE_SECONDS

@@ -184,8 +184,9 @@ def sample(page, record: dict, started: float) -> dict:
     return snapshot
 
 
-def sample_until(page, record: dict, started: float, done: Callable, seconds: float = 5.0) -> dict:
-    """Sample the page until done(snapshot) holds or `seconds` pass; the last snapshot."""
+def sample_until(page, record: dict, started: float, done: Callable, seconds: float = 30.0) -> dict:
+    """Sample the page until done(snapshot) holds or `seconds` pass; the last snapshot. 30 s: a click's
+    round trip through a kernel on a loaded machine, not a measure of it (it ends as soon as done holds)."""
     deadline = time.monotonic() + seconds
     while not done(snapshot := sample(page, record, started)) and time.monotonic() < deadline:
         page.wait_for_timeout(150)

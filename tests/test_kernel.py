@@ -233,19 +233,12 @@ def test_tensorflow_start_up_lines_never_reach_the_wait_cell(tmp_path, monkeypat
     assert text_of(executed.cells[3]).strip() == "True [0, 1, 2]"  # the kernel did import it, and read the curves
 
 
-FIT_WITHOUT_TENSORFLOW = """import time
-for epoch in range(3):
-    print(f"Epoch {epoch + 1}/3", flush=True)
-    for step in range(1, 6):
-        print(f"{step}/5 [====] - loss: {1.0 / (epoch * 5 + step):.4f}", end="\\r" if step < 5 else "\\n", flush=True)
-        time.sleep(0.1)
-"""
-
-
 def test_a_last_cell_that_only_waits_keeps_the_final_account(tmp_path):
     """`run.wait()` returns when the tasks have ended and the pictures follow; nbclient saves the notebook after
     the last cell, so the dashboard's end (its update, with both pictures) is sent before that cell ends."""
-    (tmp_path / "fit.py").write_text(FIT_WITHOUT_TENSORFLOW)
+    from test_outputs import FIT  # Keras-like progress, no TensorFlow
+
+    (tmp_path / "fit.py").write_text(FIT)
     executed = execute(["%load_ext kwnb", "import kwnb\nrun = kwnb.launch('fit.py', n=1, name='fit')\nrun",
                         "run.wait()"], tmp_path)
     display, account = executed.cells[1].outputs

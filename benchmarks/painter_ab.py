@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -71,11 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     sides = {"before": args.before.resolve(), "after": ROOT}
     samples: dict[str, list] = {side: [] for side in sides}
     shuffle = random.Random(args.seed).shuffle
+    raw = Path(tempfile.mkdtemp(prefix="kwnb-painter-ab-"))  # the writer's logs: about 16 MB a run
     for r in range(args.rounds):
         order = list(sides)
         shuffle(order)
         for side in order:
-            result = one_run(sides[side], args.out / "raw" / f"{side}-{r}", args.lines)
+            result = one_run(sides[side], raw / f"{side}-{r}", args.lines)
             result.update(round=r, order=order.index(side))
             samples[side].append(result)
             log(f"round {r + 1}/{args.rounds} {side}: kernel {result['cpu_per_100k_s']:.3f} CPU-s per 100k lines, "
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                            "painter_cpu_s", "painter_rss_mb", "painter_pss_mb", "run_s")}
     summary["after / before, kernel CPU (paired)"] = describe(paired_ratios(
         [s["cpu_per_100k_s"] for s in samples["after"]], [s["cpu_per_100k_s"] for s in samples["before"]]))
+    shutil.rmtree(raw, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for side in sides:
         for sample in samples[side]:

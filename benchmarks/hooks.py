@@ -89,6 +89,8 @@ METRICS_FEED = Hook("kwnb.engine.readers.metrics", "MetricsParser.feed", ("profi
 LIVE_CURVES = Hook(DASHBOARD, "LiveCurves", ("patches",),
                    "replaced by the curves as drawn before LiveCurves, for section 5's A/B (profile.kernel_ab)")
 CURVES_CPU_SHARE = Hook(DASHBOARD, "CURVES_CPU_SHARE", ("patches",), "uncapped for the same A/B")
+LIVE_CURVES_PNG = Hook(DASHBOARD, "live_curves_png", ("patches",),
+                       "answers None for the same A/B: its before side draws in the kernel, as before the painter")
 
 # Called or read from the kernel's cells, or by name from the benchmarks' own process.
 SETTLE = Hook(DASHBOARD, "settle", ("kernel",), "waits for the dashboard's last redraw before the kernel's CPU is read")

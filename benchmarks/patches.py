@@ -11,14 +11,16 @@ Before: Dashboard._refresh_curves built a new matplotlib figure and called savef
 twice, constrained layout each time) every CURVES_SECONDS (1.5 s) while the chief reported steps:
 the largest share of the kernel's CPU while it trained. Now (kwnb/pictures/plotting.py LiveCurves) the figure
 is kept, drawn once, laid out only when tick labels change length, and the redraw interval grows
-if the curves would take more than CURVES_CPU_SHARE of a core. Without a dashboard, or for a worker
+if the curves would take more than CURVES_CPU_SHARE of a core; and since issue 31 the kernel's painter
+(kwnb/pictures/painter.py) draws them in a process of its own, so the before side also turns the painter
+off (it drew in the kernel). Without a dashboard, or for a worker
 that prints no Keras progress (no curves to draw), both sides run the same code.
 """
 from __future__ import annotations
 
 import contextlib
 
-from .hooks import CURVES_CPU_SHARE, LIVE_CURVES, patched
+from .hooks import CURVES_CPU_SHARE, LIVE_CURVES, LIVE_CURVES_PNG, patched
 
 _saved: dict[str, contextlib.ExitStack] = {}
 
@@ -41,6 +43,7 @@ def apply_curves_before() -> None:
         _saved["curves"] = contextlib.ExitStack()
         _saved["curves"].enter_context(patched(LIVE_CURVES, NewFigureEachRedraw))
         _saved["curves"].enter_context(patched(CURVES_CPU_SHARE, 1.0))  # no cap: a redraw never took a second
+        _saved["curves"].enter_context(patched(LIVE_CURVES_PNG, lambda *args: None))  # drawn in the kernel
 
 
 def undo_curves_before() -> None:

@@ -235,3 +235,17 @@ def test_tensorflow_start_up_lines_never_reach_the_wait_cell(tmp_path, monkeypat
     stderr = [(i, o) for i, cell in enumerate(executed.cells) for o in cell.outputs if o.get("name") == "stderr"]
     assert stderr == [], stderr  # the %kw_wait cell's, or the next one's where the first read comes later
     assert text_of(executed.cells[3]).strip() == "True [0, 1, 2]"  # the kernel did import it, and read the curves
+
+
+def test_a_last_cell_that_only_waits_keeps_the_final_account(tmp_path):
+    """`run.wait()` returns when the tasks have ended and the pictures follow; nbclient saves the notebook after
+    the last cell, so the dashboard's end (its update, with both pictures) is sent before that cell ends."""
+    from test_outputs import FIT  # Keras-like progress, no TensorFlow
+
+    (tmp_path / "fit.py").write_text(FIT)
+    executed = execute(["%load_ext kwnb", "import kwnb\nrun = kwnb.launch('fit.py', n=1, name='fit')\nrun",
+                        "run.wait()"], tmp_path)
+    display, account = executed.cells[1].outputs
+    assert display["data"]["text/plain"].startswith("kwnb run 'fit': finished")
+    assert account["data"]["text/html"].count("data:image/png;base64,") == 2  # the curves and the timeline
+    assert "curves:" in account["data"]["text/html"]  # the summary names the pictures drawn

@@ -142,6 +142,7 @@ def test_the_run_is_done_when_its_tasks_end_and_its_pictures_follow(tmp_path, mo
     release, real = threading.Event(), outputs.draw_elsewhere
     monkeypatch.setattr(outputs, "draw_elsewhere", lambda plan: release.wait(60) and real(plan))
     monkeypatch.setattr(outputs, "draw", lambda plan: release.wait(60) and real(plan))
+    monkeypatch.setattr(outputs, "draw_plan", lambda plan: None)  # no painter running (pictures/painter.py)
     run = kwnb.launch(script, n=2, name="fit", runs_dir=tmp_path / "runs", network="host", warm=False)
     try:
         assert run.wait(60) == [0, 0] and run.done, run.summary()
@@ -181,3 +182,33 @@ def test_the_first_live_dashboard_of_a_session_says_what_to_look_at_and_no_later
     monkeypatch.setattr(dashboard, "_guide_shown", [False])
     reopened.show()
     assert reopened.guide.value == ""
+
+
+def test_wait_with_pictures_returns_once_they_are_drawn(tmp_path, monkeypatch):
+    """wait() does not wait for the pictures; a script that wants curves.png asks wait(pictures=True)."""
+    from kwnb.pictures import outputs
+
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    real = outputs._draw_where_quickest
+    monkeypatch.setattr(outputs, "_draw_where_quickest", lambda plan: time.sleep(1.5) or real(plan))
+    run = kwnb.launch(script, n=2, name="fit", runs_dir=tmp_path / "runs", network="host", warm=False)
+    assert run.wait(120, pictures=True) == [0, 0]
+    assert run.curves_path == run.dir / "curves.png" and (run.dir / "timeline.png").is_file()
+    assert f"curves: {run.dir / 'curves.png'}" in (run.dir / "summary.txt").read_text()
+
+
+def test_what_the_pictures_could_not_draw_is_noted_in_run_json_too(tmp_path, monkeypatch):
+    """The notes come after the run's end wrote run.json: it is written again, so `kwnb show` and open_run
+    tell what summary.txt tells."""
+    from kwnb.pictures import outputs
+
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    monkeypatch.setattr(outputs, "_draw_where_quickest", lambda plan: time.sleep(0.5) or ["could not save curves: boom"])
+    run = kwnb.launch(script, n=2, name="fit", runs_dir=tmp_path / "runs", network="host", warm=False)
+    assert run.wait(120) == [0, 0]
+    assert outputs.pictures_ready(run, timeout=60)
+    assert "could not save curves: boom" in (run.dir / "summary.txt").read_text()
+    assert json.loads((run.dir / "run.json").read_text())["result"]["notes"] == ["could not save curves: boom"]
+    assert kwnb.open_run(run.dir).notes == ["could not save curves: boom"]

@@ -26,6 +26,7 @@ import ipywidgets as widgets
 from ..engine.records.snapshot import LOG_LINES
 from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
+from ..pictures.painter import forget_live_curves, live_curves_png
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, faults, overview_html
@@ -245,17 +246,25 @@ class Dashboard:
         if key == self._curves_key or (not force and now - self._curves_at < self._curves_gap):
             return
         saved = run.curves_path if run.past else None  # a past run: the PNG its run saved, as it was
-        if not saved:
-            load_drawing()  # a one-off, not the redraw's cost: outside the measured time
-        cpu = time.thread_time()
-        png = saved.read_bytes() if saved else self._live_curves.png(run_series(run))
+        png, cost = (saved.read_bytes(), 0.0) if saved else self._draw_live_curves(run)
         if png is None:
             return
         self.curves.value = png
         self.curves.layout.display = None
         self.curves_note.value = ""
         self._curves_key, self._curves_at = key, now
-        self._curves_gap = curves_gap(time.thread_time() - cpu)
+        self._curves_gap = curves_gap(cost)
+
+    def _draw_live_curves(self, run) -> tuple[bytes | None, float]:
+        """The chief's curves and the CPU seconds they cost: drawn by the kernel's painter (pictures/painter.py),
+        so the kernel never imports matplotlib; here, with LiveCurves, where the painter cannot draw."""
+        series = run_series(run)
+        drawn = live_curves_png(self.display_id, self._live_curves.title, series)
+        if drawn is not None:
+            return drawn
+        load_drawing()  # a one-off, not the redraw's cost: outside the measured time
+        cpu = time.thread_time()
+        return self._live_curves.png(series), time.thread_time() - cpu
 
     @staticmethod
     def _set(widget, name: str, value) -> None:
@@ -281,6 +290,7 @@ class Dashboard:
                 return
             self._final_sent = True
             self.refresh(force_curves=True)
+            forget_live_curves(self.display_id)
             if self._shown:
                 try:
                     self._update_display()
@@ -297,6 +307,8 @@ class Dashboard:
         parent = shell.get_parent() if shell is not None and hasattr(shell, "get_parent") else None
         if parent and parent not in self._parents:
             self._parents.append(parent)
+        if shell is not None and settle_ended not in shell.events.callbacks["post_run_cell"]:
+            shell.events.register("post_run_cell", settle_ended)
         self._shown = True
         self._guide_once()
         display(self._bundle(), raw=True, display_id=self.display_id)
@@ -391,6 +403,16 @@ def summary_printed_below(run) -> None:
     dashboard = _dashboards.get(run)
     if dashboard is not None:
         dashboard.summary_below()
+
+
+def settle_ended(_result=None) -> None:
+    """At the end of every cell (IPython's post_run_cell): the final state of each shown dashboard whose run
+    ended meanwhile, pictures included, sent from that cell. A headless notebook (nbclient) reads only the
+    messages of the cell it runs and saves after the last one: a last cell `run.wait()`, which returns when
+    the tasks have ended, before the pictures, would leave the account unfinished (%kw_wait settles itself)."""
+    for run, dashboard in list(_dashboards.items()):
+        if run.done and dashboard._shown and not dashboard._final_sent:
+            dashboard._thread.join(10.0 + DRAW_TIMEOUT)
 
 
 def dashboard_for(run, parent=None) -> Dashboard:

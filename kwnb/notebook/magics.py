@@ -325,13 +325,13 @@ class KwnbMagics(Magics):
                 series[name] = {"epochs": history_rows(self.shell.user_ns[name])}
             else:
                 _run(name)  # raises the "no run named" error
-        from ..pictures.plotting import curves_figure, png_bytes
+        from ..pictures.painter import figure_png
 
-        figure = curves_figure(series)
-        if figure is None:
+        png = figure_png(series)  # drawn by the kernel's painter, which the dashboard may already run
+        if not png:
             print("kwnb: nothing to plot yet (no epoch has finished)")
             return
-        display(Image(png_bytes(figure)))
+        display(Image(png))
 
     @line_magic
     @magic_arguments()

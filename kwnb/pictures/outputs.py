@@ -5,24 +5,27 @@ announces the end and never imports plotting. The run is done when its tasks hav
 writes summary.txt and leaves the pictures to a thread of their own (drawing them cold took about 1.3 s,
 1.26x a bare launch's whole run where the engine alone was 1.04x: issue 31), which writes summary.txt again,
 naming them. That thread is not a daemon: a script that exits right after `wait()` still gets its pictures
-(Python joins such threads before its atexit handlers). Whoever shows them waits with `pictures_ready`.
+(Python joins such threads before its atexit handlers). Whoever shows them waits with `pictures_ready`;
+a caller that wants curves.png with `Run.wait(pictures=True)` (the thread is in the run's `after_end`).
+What could not be drawn is noted in summary.txt and, written again, run.json.
 
-The two pictures are drawn from plain data (`drawing_plan`). Where the calling process has not loaded
-matplotlib (a kernel whose run reported no metrics: no live curves), a subprocess draws them: importing
-matplotlib and a first draw would cost the kernel about 0.5 CPU-s and 45 MB for good. Where it has,
-they are drawn here, which is quicker than starting a process. `python -m kwnb.pictures.outputs` reads a plan on
+The two pictures are drawn from plain data (`drawing_plan`). Where the calling process runs a painter (a
+kernel whose dashboard drew live curves: pictures/painter.py), the painter draws them; where it has loaded
+matplotlib, they are drawn here; else a subprocess draws them: importing matplotlib and a first draw would
+cost the kernel about 0.5 CPU-s and 45 MB for good, and a process of its own about 1 s. `python -m kwnb.pictures.outputs` reads a plan on
 stdin and prints the notes of what it could not draw.
 """
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from ..engine.records.record import write_result
 from ..engine.records.summary import format_summary
+from .painter import draw, draw_plan, drawing_env
 
 DRAW_TIMEOUT = 60.0  # seconds; a subprocess that takes longer is given up and the pictures drawn here
 
@@ -40,33 +43,11 @@ def drawing_plan(run) -> dict:
             "timeline": {"path": str(run.folder.timeline), "data": timeline_data(run, now=run.ended_at)}}
 
 
-def draw(plan: dict) -> list[str]:
-    """Draw the plan's pictures here; returns a note for each that could not be drawn."""
-    notes = []
-    try:
-        from .plotting import save_curves
-
-        save_curves(plan["curves"]["series"], plan["curves"]["title"], Path(plan["curves"]["path"]))
-    except Exception as error:  # curves are a bonus; a broken plot must not hide the result
-        notes.append(f"could not save curves: {error}")
-    try:
-        from .timeline import save_timeline
-
-        if plan["timeline"]["data"] is not None:
-            save_timeline(plan["timeline"]["data"], plan["timeline"]["path"])
-    except Exception as error:
-        notes.append(f"could not save the timeline: {error}")
-    return notes
-
-
 def draw_elsewhere(plan: dict) -> list[str]:
     """Draw the plan in a subprocess of this Python; here after all if that fails."""
-    package_root = str(Path(__file__).resolve().parent.parent)  # the same kwnb, however this one was found
-    env = dict(os.environ, MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     try:
         done = subprocess.run([sys.executable, "-m", "kwnb.pictures.outputs"], input=json.dumps(plan), capture_output=True,
-                              text=True, env=env, timeout=DRAW_TIMEOUT, check=True)
+                              text=True, env=drawing_env(), timeout=DRAW_TIMEOUT, check=True)
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return draw(plan)
@@ -78,6 +59,7 @@ def write_outputs(run) -> None:
     _write_summary(run)
     thread = threading.Thread(target=draw_pictures, args=(run,), name=f"kwnb-pictures-{run.name}", daemon=False)
     _drawing[Path(run.dir)] = thread
+    run.after_end.append(thread)  # Run.wait(pictures=True) waits for it
     thread.start()
 
 
@@ -92,22 +74,46 @@ def pictures_ready(run, timeout: float | None = 2 * DRAW_TIMEOUT) -> bool:
 
 
 def draw_pictures(run) -> None:
-    """curves.png and timeline.png from the run as it ended, then summary.txt, which names them."""
+    """curves.png and timeline.png from the run as it ended, then summary.txt, which names them; the notes of
+    what could not be drawn go to summary.txt and run.json."""
+    try:
+        _record_notes(run, _pictures_of(run))
+    finally:
+        _write_summary(run)  # after the notes about the pictures
+        _drawing.pop(Path(run.dir), None)
+
+
+def _pictures_of(run) -> list[str]:
+    """Draw the run's pictures; a note for each that could not be drawn."""
     try:
         from .plotting import curve_lines
 
         plan = drawing_plan(run.snapshot())
-        drawn_here = "matplotlib.figure" in sys.modules
-        if plan["timeline"]["data"] is not None or curve_lines(plan["curves"]["series"]):  # else nothing to draw
-            for note in draw(plan) if drawn_here else draw_elsewhere(plan):
-                run.log.error(note)
-                run.add_note(note)
+        if plan["timeline"]["data"] is None and not curve_lines(plan["curves"]["series"]):
+            return []  # nothing to draw
+        return _draw_where_quickest(plan)
     except Exception as error:  # the summary must be written whatever went wrong with the pictures
         run.log.error("could not draw the run's pictures", exc_info=error)
-        run.add_note(f"could not draw the run's pictures: {error}")
-    finally:
-        _write_summary(run)  # after the notes about the pictures
-        _drawing.pop(Path(run.dir), None)
+        return [f"could not draw the run's pictures: {error}"]
+
+
+def _record_notes(run, notes: list[str]) -> None:
+    """The notes into the run, and into run.json, which the run's end wrote without them: once it has."""
+    for note in notes:
+        run.log.error(note)
+        run.add_note(note)
+    if notes:
+        run.wait(DRAW_TIMEOUT)  # done: record_result, an on_end callback before it, has written run.json
+        write_result(run.snapshot())
+
+
+def _draw_where_quickest(plan: dict) -> list[str]:
+    """In this process's painter if it runs (the dashboard's live curves started it), here if matplotlib is
+    loaded, else in a subprocess of its own: each skips a matplotlib import the others would pay."""
+    notes = draw_plan(plan)
+    if notes is not None:
+        return notes
+    return draw(plan) if "matplotlib.figure" in sys.modules else draw_elsewhere(plan)
 
 
 def _write_summary(run) -> None:

@@ -83,6 +83,7 @@ class Run(RunReading, TaskControl):
         self._sidecars = roles.Sidecars(self.workers, settings.evaluator_grace)
         # Called once, after every task ended; record_result writes how the run went into run.json (engine/records/record.py).
         self.on_end: list[Callable[[Run], None]] = [*(settings.on_end or []), record_result]
+        self.after_end: list[threading.Thread] = []  # what a callback goes on doing after the end: wait(pictures=True)
         self._init_progress()
         # Each task's GPUs, when --gpus starts them on this machine (a scheduler places its own).
         placed_here = settings.gpus and self.launcher.runs_here
@@ -310,9 +311,15 @@ class Run(RunReading, TaskControl):
         self.say(note=note)
 
     # ----- control ----------------------------------------------------------------------------
-    def wait(self, timeout: float | None = None) -> list[int | None]:
-        """Exit codes of all tasks, chief first; None for any still running when `timeout` passed."""
+    def wait(self, timeout: float | None = None, pictures: bool = False) -> list[int | None]:
+        """Exit codes of all tasks, chief first; None for any still running when `timeout` passed. The run is done
+        when its tasks have ended; `pictures=True` also waits (within the timeout) for what views go on drawing
+        (`after_end`: kwnb.launch's curves.png and timeline.png, then `curves_path`)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         self._done.wait(timeout)
+        for thread in list(self.after_end) if pictures and self.done else []:
+            if thread is not threading.current_thread():
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self.exit_codes
 
     def stop(self, reason: str = "stopped by the user") -> list[int | None]:

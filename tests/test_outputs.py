@@ -160,6 +160,10 @@ def test_the_first_live_dashboard_of_a_session_says_what_to_look_at_and_no_later
     from kwnb.notebook import dashboard
 
     monkeypatch.setattr(dashboard, "_guide_shown", [False])  # a new kernel session
+    # Shown without a shell: IPython's display and update_display would make an InteractiveShell singleton,
+    # which a later test's TerminalInteractiveShell (test_magics) cannot replace.
+    for where in ("IPython.core.display_functions", "IPython.display"):
+        monkeypatch.setattr(f"{where}.publish_display_data", lambda *args, **kwargs: None)
     script = tmp_path / "sleepy.py"
     script.write_text("import time\ntime.sleep(30)\n")  # still going when shown, on a loaded machine too
     boards = []

@@ -5,12 +5,16 @@ the entry declares, and kwnb's verdict (clean entries: no diagnosis; wrong ones:
 
     .venv/bin/python -m benchmarks.corpus [--only NAME,...] [--parallel 3] [--out benchmarks/results/corpus.md]
 
+Writes the table to OUT and every outcome, with kwnb's messages in full, to OUT with .json.
+
 Public programs are made from local snapshots of their repositories (tests/corpus/snapshots.py); an entry
 whose snapshot is missing is listed as unavailable. Exits 1 if any entry broke a rule.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import tempfile
 import time
@@ -53,6 +57,12 @@ def row(result: dict) -> str:
             f"{hand.exit_codes} ({hand.seconds} s) | {'; '.join(result['problems']) or 'ok'} |")
 
 
+def details(result: dict) -> dict:
+    """A result as JSON: what kwnb said in full, for the table's reader who wants the words."""
+    return {"entry": result["entry"].name, **{key: dataclasses.asdict(value) if dataclasses.is_dataclass(value)
+                                             else value for key, value in result.items() if key != "entry"}}
+
+
 def table(results: list[dict], seconds: float) -> str:
     broken = [r for r in results if r.get("problems")]
     lines = [f"# Corpus: {len(results)} entries under kwnb and by hand", "",
@@ -81,6 +91,7 @@ def main() -> int:
     results.sort(key=lambda r: order[r["entry"].name])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table(results, time.time() - started))
+    args.out.with_suffix(".json").write_text(json.dumps([details(r) for r in results], indent=1) + "\n")
     print(args.out.read_text())
     return 1 if any(r.get("problems") for r in results) else 0
 

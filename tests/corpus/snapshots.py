@@ -23,7 +23,7 @@ class Unavailable(Exception):
 @dataclass(frozen=True)
 class Source:
     """One file of a program: a file of the repository, or a notebook's code cells joined (a cell that
-    starts with `%%writefile NAME` is that file; IPython's `!` and `%` lines are left out)."""
+    starts with `%%writefile NAME` is that file; IPython's `!` and `%` lines, at column 0, are left out)."""
 
     path: str
     cells: tuple[int, ...] = ()
@@ -69,7 +69,7 @@ def notebook_code(text: str, cells: tuple[int, ...]) -> str:
         lines = "".join(notebook["cells"][index]["source"]).splitlines()
         if lines and lines[0].startswith("%%writefile"):
             lines = lines[1:]
-        parts.append("\n".join(line for line in lines if not line.lstrip().startswith(("!", "%"))))
+        parts.append("\n".join(line for line in lines if not line.startswith(("!", "%"))))  # at column 0 only
     return "\n\n".join(parts) + "\n"
 
 

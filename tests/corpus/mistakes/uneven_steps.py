@@ -14,17 +14,16 @@ iterator = iter(strategy.experimental_distribute_dataset(tiny.dataset(tf)))
 
 
 @tf.function
-def train_step(batch):
-    def step_fn(inputs):
-        features, labels = inputs
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(model.compiled_loss(labels, model(features, training=True)))
-        model.optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
-    return strategy.reduce("MEAN", strategy.run(step_fn, args=(batch,)), axis=None)
+def train_step(features, labels):
+    def step_fn(x, y):
+        def loss():
+            return tf.reduce_mean(model.compiled_loss(y, model(x, training=True)))
+        model.optimizer.minimize(loss, model.trainable_variables)
+        return loss()
+    return strategy.reduce("MEAN", strategy.run(step_fn, args=(features, labels)), axis=None)
 
 
 steps = 30 if index == 0 else 12
 for step in range(steps):
-    loss = train_step(next(iterator))
+    loss = train_step(*next(iterator))
     print(f"step {step + 1}/{steps} - loss: {float(loss):.4f}", flush=True)

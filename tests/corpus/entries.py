@@ -30,6 +30,7 @@ class Entry:
     kinds: tuple[str, ...] = ()  # the diagnoses kwnb must give; () = clean
     by_hand: tuple[int | None, ...] = (0, 0)  # exit codes in kwnb's task order (workers; chief first; ps last)
     says: str = ""  # words a diagnosis must contain
+    any_order: bool = False  # by_hand's codes in any order: which task gets them is a race (a port both bind)
     n: int = 2
     ps: int = 0
     chief: bool = False
@@ -156,7 +157,7 @@ PUBLIC = (
 
 MISTAKE_ENTRIES = (
     Entry("clean-fit", "clean_fit.py"),
-    Entry("fixed-tf-config", "fixed_tf_config.py", ("tf_config_overridden",), (None, 1)),
+    Entry("fixed-tf-config", "fixed_tf_config.py", ("tf_config_overridden",), (None, 1), any_order=True),
     Entry("tf-config-deleted", "tf_config_deleted.py", ("not_distributed",), says="deletes TF_CONFIG"),
     Entry("tf-config-popped", "tf_config_popped.py", ("not_distributed",), says="quiet_setup.py"),
     Entry("tf-config-cleared", "tf_config_cleared.py", ("not_distributed",), says="TF_CONFIG"),

@@ -30,6 +30,15 @@ FIXED_PORTS = ("fixed-tf-config",)  # its script binds 12345 and 23456 itself: n
 
 
 def one(entry: Entry, folder: Path) -> dict:
+    """One entry's result; a runner error is a broken rule too, not the end of the other entries."""
+    try:
+        return compare(entry, folder)
+    except Exception as error:  # noqa: BLE001 (reported in the table)
+        print(f"{entry.name}: runner error {error!r}", file=sys.stderr, flush=True)
+        return {"entry": entry, "unavailable": f"runner error: {error!r}", "problems": [repr(error)]}
+
+
+def compare(entry: Entry, folder: Path) -> dict:
     try:
         run = under_kwnb(entry, folder / "kwnb")
     except Unavailable as missing:

@@ -68,8 +68,8 @@ def by_hand(entry: Entry, folder: Path) -> Outcome:
     procs = []
     started = time.time()
     for kind, index in tasks:
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}),
-                   CUDA_VISIBLE_DEVICES="-1", PYTHONUNBUFFERED="1", TF_USE_LEGACY_KERAS="1", **entry.env)
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}),
+               "CUDA_VISIBLE_DEVICES": "-1", "PYTHONUNBUFFERED": "1", "TF_USE_LEGACY_KERAS": "1", **entry.env}
         with open(folder / f"{kind}-{index}.log", "wb") as log:
             procs.append(subprocess.Popen([sys.executable, str(script), *entry.args], cwd=script.parent, env=env,
                                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -28,10 +28,11 @@ class Outcome:
     kinds: list[str]  # the diagnoses given (kwnb only)
     messages: list[str]
     seconds: float
+    status: str = ""  # kwnb's: "finished" passed (a chief job's serving tasks stopped by kwnb end -15)
 
     @property
     def passed(self) -> bool:
-        return passed(self.exit_codes)
+        return self.status == "finished" if self.status else passed(self.exit_codes)
 
 
 def passed(exit_codes) -> bool:
@@ -55,7 +56,7 @@ def under_kwnb(entry: Entry, folder: Path, **options) -> kwnb.Run:
 def kwnb_outcome(run: kwnb.Run) -> Outcome:
     run.wait(TIMEOUT)
     return Outcome(list(run.exit_codes), sorted({d.kind for d in run.diagnoses}), [d.message for d in run.diagnoses],
-                   round(run.elapsed, 1))
+                   round(run.elapsed, 1), str(run.status))
 
 
 def by_hand(entry: Entry, folder: Path) -> Outcome:

@@ -256,3 +256,20 @@ def test_a_known_error_is_explained_with_its_fix(tmp_path, mistake, quoted, fix)
     run.wait(200)
     errors = [d for d in run.diagnoses if d.kind == "error"]
     assert errors and all(quoted in d.message and fix in d.message for d in errors), run.summary()
+
+
+@pytest.mark.parametrize("short_type, message, fix", [
+    # the migration guide's tf1.estimator (tensorflow.compat.v1 as tf1): its module is named differently
+    ("AttributeError", "module 'tensorflow.compat.v1' has no attribute 'estimator'", "TensorFlow 2.16 removed"),
+    # Kubeflow's older TFJob examples (tests/corpus): TensorFlow 1 names removed in TensorFlow 2
+    ("AttributeError", "module 'tensorflow._api.v2.train' has no attribute 'GradientDescentOptimizer'",
+     "This is TensorFlow 1 code"),
+    ("ModuleNotFoundError", "No module named 'tensorflow.examples'", "This is TensorFlow 1 code"),
+    ("AttributeError", "module 'tensorflow' has no attribute 'app'", "This is TensorFlow 1 code"),
+    ("AttributeError", "module 'numpy' has no attribute 'app'", ""),  # not TensorFlow's: no fix to give
+])
+def test_a_removed_tensorflow_api_is_explained_whatever_module_names_it(short_type, message, fix):
+    from kwnb.engine.diagnoses.known_errors import explain
+
+    said = explain(short_type, message)
+    assert said.startswith(fix) if fix else said == "", said

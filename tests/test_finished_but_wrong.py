@@ -165,3 +165,14 @@ def test_curves_spanning_three_orders_of_magnitude_get_a_log_axis_live_and_saved
     assert live._figure.axes[0].get_yscale() == "linear"
     live.png(wild)  # the same lines, new data: the figure is kept and its axis changes
     assert live._figure.axes[0].get_yscale() == "log"
+
+
+def test_epochs_are_compared_once_the_tasks_have_ended_not_while_a_second_fit_replaces_them():
+    """A distributed model fitted twice: the first task to end the second fit's epoch 1 holds its new row while
+    the other still holds the first fit's; live, that read as 'the tasks' epoch loss differ' (the corpus'
+    tfdocs-save-and-load-mwms: 1.975 on worker 0 against 0.6533 on worker 1)."""
+    first_fit, second_fit = epochs(1.9749, 1.1670), epochs(0.6502, 1.1670)
+    mid_way = [dataclasses.replace(view(0, second_fit), alive=True), dataclasses.replace(view(1, first_fit), alive=True)]
+    assert not_distributed(mid_way, []) is None
+    assert not_distributed([view(0, second_fit), view(1, second_fit)], []) is None  # ended: the same rows
+    assert not_distributed([view(0, second_fit), view(1, first_fit)], []).kind == "not_distributed"

@@ -65,7 +65,9 @@ def test_all_scenarios_captured():
     scenarios = {name.rsplit("-worker-", 1)[0] for name in LOGS}
     assert {"clean", "clean-chief-last", "waiting", "peer-killed", "peer-raises", "peer-stopped", "keras3",
             "own-tf-config", "port-taken", "uneven-steps", "shape-mismatch", "input-exhausted-fit",
-            "input-exhausted-loop", "nan-loss", "out-of-memory"} <= scenarios
+            "input-exhausted-loop", "nan-loss", "out-of-memory", "not-distributed", "outside-scope", "diverging",
+            "collective-ops-late", "no-estimator"} <= scenarios
+    assert {"serving-roles-chief-0.log", "serving-roles-worker-0.log", "serving-roles-ps-0.log"} <= set(LOGS)
 
 
 @pytest.mark.parametrize("name", LOGS)
@@ -76,7 +78,8 @@ def test_same_events_however_fed(name):
         scanner = tfm.TfLogScanner(USER_FILES)
         fed = [event for piece in pieces for event in scanner.feed(piece)] + scanner.close()
         assert fed == whole
-    assert whole, "every capture shows at least the server start or an error"
+    if not name.startswith("not-distributed-"):  # it deleted its TF_CONFIG: TensorFlow says nothing of a cluster
+        assert whole, "every capture shows at least the server start or an error"
 
 
 def test_waiting_names_the_straggler():
@@ -363,3 +366,57 @@ def test_module_imports_only_the_standard_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ----- the third tier (issue 29; tests/scripts/capture_tier3.py) -----------------------------------------------
+def _tier3_script():
+    sys.path.insert(0, str(Path(__file__).parent / "scripts"))  # it imports capture_tf_logs by name
+    try:
+        import capture_tier3
+    finally:
+        sys.path.pop(0)
+    return capture_tier3
+
+
+TIER3_FILES = ("unset_fit.py", "noscope_fit.py", "data_fit.py", "late_fit.py", "estimator_fit.py", "ps_chief_fit.py")
+
+
+def test_a_task_that_deleted_its_tf_config_never_joins_and_trains_alone():
+    """What not_distributed reads: no server, no join, in either log, while both print their epochs."""
+    for index in (0, 1):
+        assert scan(f"not-distributed-worker-{index}.log", TIER3_FILES) == []
+        assert "Epoch 2/2" in read(f"not-distributed-worker-{index}.log")
+
+
+@pytest.mark.parametrize("name", ["outside-scope", "diverging"])
+def test_training_that_ran_wrong_joins_cleanly_and_tensorflow_says_nothing_of_it(name):
+    """The model outside strategy.scope(), a runaway learning rate: a clean join and no failure; only the
+    epoch values (engine/readers/metrics.py) show what went wrong."""
+    chief = scan(f"{name}-worker-0.log", TIER3_FILES)
+    assert of(chief, tfm.WaitingForPeers)[-1].waiting == 0 and of(chief, tfm.AgentConnected)
+    assert not [e for e in chief + scan(f"{name}-worker-1.log", TIER3_FILES) if isinstance(e, FAILURES)]
+
+
+@pytest.mark.parametrize("name, error, line", [
+    ("collective-ops-late", "RuntimeError: Collective ops must be configured at program startup",
+     "strategy = tf.distribute.MultiWorkerMirroredStrategy()"),
+    ("no-estimator", "AttributeError: module 'tensorflow' has no attribute 'estimator'", "config = tf.estimator."),
+])
+def test_a_known_error_is_read_with_the_line_of_the_script(name, error, line):
+    """known_errors.py explains these by their type and message; the frame is the line of the learner's script."""
+    tier3 = _tier3_script()
+    script = {"collective-ops-late": tier3.LATE_FIT, "no-estimator": tier3.ESTIMATOR_FIT}[name]
+    for index in (0, 1):
+        (tb,) = of(scan(f"{name}-worker-{index}.log", TIER3_FILES), tfm.PythonTraceback)
+        assert f"{tb.short_type}: {tb.message}" == error
+        assert script.splitlines()[tb.user_frame.line - 1].startswith(line)
+
+
+def test_tasks_that_only_serve_start_their_server_and_never_join():
+    """Kubeflow's dist_mnist pattern (--chief --ps 1): the worker and the ps log their server's start and nothing
+    else of TensorFlow's, no join, no wait; kwnb must not read that as waiting for peers."""
+    for role in ("worker", "ps"):
+        assert [type(e) for e in scan(f"serving-roles-{role}-0.log", TIER3_FILES)] == [tfm.ServerStarted]
+    chief = scan("serving-roles-chief-0.log", TIER3_FILES)
+    assert not of(chief, tfm.WaitingForPeers) and not [e for e in chief if isinstance(e, FAILURES)]
+    assert read("serving-roles-chief-0.log").rstrip().endswith("chief done")

@@ -5,6 +5,7 @@ the summary; no `error`, `killed` or `peer_lost` blames the task that only faile
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -323,3 +324,28 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     assert diagnosis.message.startswith("the tasks wait in different collectives (worker 0 in main.py line 56, in "
                                         "chief_only_summary; worker 1 in main.py line 30, in <module>); no task has "
                                         "made progress for 60 s: they took different code paths"), diagnosis.message
+
+
+def test_a_parameter_server_job_whose_chief_is_slow_is_no_collective_hang():
+    """Kubeflow's dist_mnist in the corpus, under a load average of 30: the chief silent for 60 s inside fit, the
+    worker and the ps in server.join() (their only line): every task 'waits inside TensorFlow at different lines',
+    which read as a chief-only collective (uneven_steps, which stays). Nothing there is a collective: at most a
+    stall, withdrawn when the chief prints again."""
+    from kwnb.engine.diagnoses.training_faults import collective_hang
+    from kwnb.engine.tasks.task import Signals
+    from kwnb.engine.tasks.view import TaskView
+    from kwnb.task.tf_config import TaskId
+
+    def waiting_in(line, function):
+        return ('Current thread 0x00007f00 (most recent call first):\n'
+                '  File "/venv/site-packages/tensorflow/python/eager/execute.py", line 53 in quick_execute\n'
+                f'  File "/job/dist_mnist.py", line {line} in {function}\n')
+
+    roles = [TaskId("chief", 0), TaskId("worker", 0), TaskId("ps", 0)]
+    tasks = [TaskView(position=i, id=task, is_chief=i == 0, status="running", phase="training", returncode=None,
+                      signals=Signals(), alive=True) for i, task in enumerate(roles)]
+    dumps = {0: waiting_in(137, "main"), 1: waiting_in(110, "main"), 2: waiting_in(110, "main")}
+    assert collective_hang(tasks, dumps, ("/job/dist_mnist.py",), "(...)", []) is None
+    workers = [dataclasses.replace(t, id=TaskId("worker", i)) for i, t in enumerate(tasks[:2])]  # MWMS: it is one
+    assert collective_hang(workers, {0: dumps[0], 1: dumps[1]}, ("/job/dist_mnist.py",), "(...)", []).kind == \
+        "uneven_steps"

@@ -275,9 +275,11 @@ class Cluster:
     def log(self, index: int) -> Path:
         return self.out / f"{self.name}-worker-{index}.log"
 
+    def tf_config(self, index: int) -> dict:
+        return {"cluster": {"worker": self.addresses}, "task": {"type": "worker", "index": index}}
+
     def start(self, index: int, script: str, args=(), legacy_keras=True, cgroup: Path | None = None) -> None:
-        config = {"cluster": {"worker": self.addresses}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, TF_CONFIG=json.dumps(config), CUDA_VISIBLE_DEVICES="-1", PYTHONUNBUFFERED="1")
+        env = dict(os.environ, TF_CONFIG=json.dumps(self.tf_config(index)), CUDA_VISIBLE_DEVICES="-1", PYTHONUNBUFFERED="1")
         env.pop("TF_USE_LEGACY_KERAS", None)
         if legacy_keras:
             env["TF_USE_LEGACY_KERAS"] = "1"

@@ -11,7 +11,7 @@ KNOWN: tuple[tuple[re.Pattern, str], ...] = (
      "The strategy was created after the script's first TensorFlow operation (a tensor, a dataset or a model): "
      "create MultiWorkerMirroredStrategy first, right after importing TensorFlow, as TensorFlow configures "
      "collectives once, at program startup"),
-    (re.compile(r"module 'tensorflow' has no attribute 'estimator'"),
+    (re.compile(r"module 'tensorflow(\.compat\.v1)?' has no attribute 'estimator'"),  # tf or tf.compat.v1
      "TensorFlow 2.16 removed tf.estimator: train a Keras model with model.fit (or a custom loop) under "
      "the strategy instead"),
     (re.compile(r"tf\.placeholder\(\) is not compatible with eager execution|"
@@ -19,6 +19,13 @@ KNOWN: tuple[tuple[re.Pattern, str], ...] = (
                 r"tf\.compat\.v1\.Session|The Session graph is empty"),
      "This is TensorFlow 1 graph code (placeholders, sessions), which MultiWorkerMirroredStrategy does not run in "
      "TensorFlow 2: write the model in Keras (model.fit) or as a tf.function under strategy.scope()"),
+    # Kubeflow's older TFJob examples: tf.app.flags, tf.logging, tf.contrib, tf.train's optimizers, the MNIST reader
+    (re.compile(r"module 'tensorflow(\._api\.v2\.train)?' has no attribute "
+                r"'(app|flags|logging|contrib|\w+Optimizer|Supervisor|replica_device_setter)'|"
+                r"No module named 'tensorflow\.(examples|contrib)"),
+     "This is TensorFlow 1 code (tf.app, tf.logging, tf.contrib, tf.train's optimizers, tensorflow.examples), which "
+     "TensorFlow 2 removed: use its TensorFlow 2 version (tf.keras optimizers and datasets, absl flags, "
+     "model.fit under the strategy)"),
 )
 
 

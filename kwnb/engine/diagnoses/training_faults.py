@@ -238,7 +238,11 @@ def collective_hang(tasks: list[TaskView], dumps: dict[int, str], user_files: tu
     """A stall where every live task waits inside TensorFlow: for a peer that exited normally (it ran fewer steps,
     or the others ran a collective after training it never ran), or in different collectives at different lines
     of the user's code (they took different code paths: where a chief-only collective hangs rather than failing
-    with a shape mismatch). `waited`: where each one waits and for how long, as the stall says it."""
+    with a shape mismatch). `waited`: where each one waits and for how long, as the stall says it. Not in a
+    parameter-server job: its workers and ps serve in server.join() and the chief's waits are RPCs, not collectives
+    (Kubeflow's dist_mnist under load read as 'the tasks wait in different collectives')."""
+    if any(t.id.type == "ps" for t in tasks):
+        return None
     finished = [t for t in tasks if t.returncode == 0]
     if finished:
         early, waiting = finished[0], [tasks[p] for p in dumps]

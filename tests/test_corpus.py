@@ -30,7 +30,7 @@ def _run(entry: Entry, folder) -> Outcome | Unavailable:
 def outcomes(request, tmp_path_factory):
     """Every selected entry's outcome under kwnb, run once for the module, PARALLEL at a time."""
     wanted = [item.callspec.params["entry"] for item in request.session.items
-              if item.module is request.module and hasattr(item, "callspec")]
+              if getattr(item, "module", None) is request.module and hasattr(item, "callspec")]
     folder = tmp_path_factory.mktemp("corpus")
     together = [e for e in wanted if e.name not in FIXED_PORTS]
     with ThreadPoolExecutor(PARALLEL) as pool:

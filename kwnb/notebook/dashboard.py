@@ -110,7 +110,9 @@ class Dashboard:
         if hasattr(source, "stop"):
             self.stop_button.on_click(lambda _: threading.Thread(target=source.stop, daemon=True).start())
         self.banner = widgets.HTML()
+        self.banner.add_class("kwnb-banner")
         self.guide = widgets.HTML(layout=widgets.Layout(display="none"))  # the first live dashboard's: show()
+        self.guide.add_class("kwnb-guide")
         self._make_tabs(len(tasks))
         self.overview = widgets.HTML()
         self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",

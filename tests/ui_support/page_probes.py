@@ -3,14 +3,15 @@ one snapshot of everything the checks need, the overflow and layout probes, and 
 """
 
 # Everything the checks need, read from the page in one go. The dashboard's direct children, in order:
-# title and Stop, the diagnoses banner, the overview, the tabs, the curves' note, the curves, the timeline.
+# title and Stop, the first live dashboard's guide line, the diagnoses banner (.kwnb-banner), the overview,
+# the tabs, the curves' note, the curves, the timeline.
 SNAPSHOT_JS = """() => {
   const d = document.querySelector('.jp-OutputArea .kwnb-dashboard');
   if (!d) return null;
   const [img, timeline] = d.querySelectorAll(':scope > img');
   const shown = e => !!e && e.getClientRects().length > 0 && e.offsetWidth > 0;
   const table = d.querySelector('table.kwnb-overview');
-  const banner = d.querySelector(':scope > .widget-html > .widget-html-content');  // the first HTML under the dashboard
+  const banner = d.querySelector(':scope > .kwnb-banner > .widget-html-content');
   const folds = [...d.querySelectorAll('.widget-toggle-button')];
   return {
     labels: [...d.querySelectorAll('.lm-TabBar-tab .lm-TabBar-tabLabel')].map(e => e.textContent),
@@ -110,7 +111,7 @@ CONTRAST_JS = """() => {
                 stop: 'button', fold: '.widget-toggle-button',
                 overview_head: 'table.kwnb-overview th', overview_cell: 'table.kwnb-overview td',
                 overview_badge: 'table.kwnb-overview td span',
-                banner: ':scope > .widget-html > .widget-html-content > div'};
+                banner: ':scope > .kwnb-banner > .widget-html-content > div'};
   for (const [name, selector] of Object.entries(pick)) {
     const e = d.querySelector(selector);
     if (e && !e.disabled) out[name] = ratio(e);  // a disabled control is exempt from contrast rules

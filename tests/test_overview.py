@@ -11,7 +11,8 @@ import pytest
 import kwnb
 from kwnb.engine.records.summary import overview_lines, rate_text
 from kwnb.engine.tasks.vitals import Vitals
-from kwnb.notebook.dashboard import badge, fold_label, log_html
+from kwnb.notebook.overview import badge
+from kwnb.notebook.task_tab import fold_label, log_html
 from kwnb.notebook.overview import overview_html
 from kwnb.pictures.timeline import segments
 from kwnb.pictures.outputs import pictures_ready

@@ -23,14 +23,14 @@ import weakref
 
 import ipywidgets as widgets
 
-from ..engine.records.snapshot import LOG_LINES
 from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
 from ..pictures.painter import forget_live_curves, live_curves_png
 from ..pictures.plotting import LiveCurves, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
-from .overview import OVERVIEW_CSS, STATUS_COLOURS, badge, diagnoses_html, faults, overview_html
+from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
+from .task_tab import fold_label, header_html, log_html, worker_label
 
 REFRESH_HZ = 4
 CURVES_SECONDS = 1.5
@@ -52,44 +52,6 @@ def curves_gap(draw_cpu_seconds: float) -> float:
     return max(CURVES_SECONDS, draw_cpu_seconds / CURVES_CPU_SHARE)
 
 
-def worker_label(worker) -> str:
-    return f"{worker.label}: {worker.status}"
-
-
-def log_html(worker, show_runtime: bool = False) -> str:
-    """A task's log tail (a TaskView of a RunSnapshot, or anything that has its snapshot's fields), its
-    TensorFlow runtime lines (as the task's reader classified them, engine/readers/output.py) left out unless shown."""
-    shown = list(worker.tail)[-LOG_LINES:]
-    hidden = worker.total_lines - len(shown)
-    folded = {place - (len(worker.tail) - len(shown)) for place in worker.tail_runtime}
-    lines = shown if show_runtime else [line for place, line in enumerate(shown) if place not in folded]
-    note = (f"{hidden} earlier line{'s' * (hidden != 1)} not shown; " if hidden > 0 else "") + f"full log: {worker.log_path}"
-    body = html.escape("\n".join(lines)) or "(no output yet)"
-    # column-reverse keeps the box scrolled to its newest line, like a terminal, on every redraw.
-    return (f'<div style="font-size:0.8em;opacity:0.75">{html.escape(note)}</div>'
-            f'<div style="max-height:22em;overflow:auto;display:flex;flex-direction:column-reverse">'
-            f'<pre style="flex:none;margin:2px 0;font-size:0.8em;line-height:1.25;'
-            f'white-space:pre-wrap;word-break:break-all">{body}</pre></div>')
-
-
-def fold_label(worker, shown: bool) -> str:
-    count = worker.runtime_lines
-    words = f"{count} TensorFlow runtime message{'s' * (count != 1)}"
-    return f"{words} shown - hide" if shown else f"{words} hidden - show"
-
-
-def header_html(worker, diagnoses=()) -> str:
-    parts = [badge(worker.status), f"<b>{html.escape(worker_label(worker).split(':')[0])}</b>",
-             html.escape(worker.where), f"{worker.elapsed:.1f} s"]
-    if worker.returncode is not None:
-        parts.append(f"exit code <b>{worker.returncode}</b>")
-    if worker.restarts:
-        parts.append(f"restarts {worker.restarts}")
-    if worker.address:
-        parts.append(f"<code>{html.escape(worker.address)}</code>")
-    return " &nbsp;·&nbsp; ".join(parts) + diagnoses_html([d for d in diagnoses if d.task == worker.position])
-
-
 class Dashboard:
     """Widgets showing one run, kept current by a thread until it ends; a past run is drawn once.
 
@@ -104,34 +66,7 @@ class Dashboard:
         ended_before = source.done
         self._snapshot = snapshot = source.snapshot()
         tasks = snapshot.tasks
-        self.title = widgets.HTML()
-        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
-                                          tooltip="Stop every task of this run (TERM, then KILL)")
-        if hasattr(source, "stop"):
-            self.stop_button.on_click(lambda _: threading.Thread(target=source.stop, daemon=True).start())
-        self.banner = widgets.HTML()
-        self.banner.add_class("kwnb-banner")
-        self.guide = widgets.HTML(layout=widgets.Layout(display="none"))  # the first live dashboard's: show()
-        self.guide.add_class("kwnb-guide")
-        self._make_tabs(len(tasks))
-        self.overview = widgets.HTML()
-        self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
-                                                                          margin="2px 0", display="none"))
-        # Hidden until the first PNG (an empty Image is a broken-image icon); never drawn wider than
-        # the PNG itself, which would blur it.
-        self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
-                                                                        margin="2px 0", display="none"))
-        self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
-        # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short. Where the
-        # widgets render, this style also hides their static account (a page without them never gets the rule).
-        tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
-                                 "{flex:0 0 auto}" + OVERVIEW_CSS + hide_account_css(self.account_id) + "</style>",
-                                 layout=widgets.Layout(display="none"))
-        self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
-                                                 layout=widgets.Layout(justify_content="space-between")),
-                                    self.guide, self.banner, self.overview, self.tabs, self.curves_note, self.curves,
-                                    self.timeline, tab_width])
-        self.widget.add_class("kwnb-dashboard")
+        self._make_widgets(source, len(tasks))
         self._curves_key = None
         self._curves_at = 0.0
         self._curves_gap = CURVES_SECONDS
@@ -150,6 +85,37 @@ class Dashboard:
         self.refresh(force_curves=True, snapshot=snapshot)
         self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
         self._thread.start()
+
+    def _make_widgets(self, source, count: int) -> None:
+        """The title and Stop, the guide line, the banner, the overview, a tab per task, the curves and the timeline."""
+        self.title = widgets.HTML()
+        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
+                                          tooltip="Stop every task of this run (TERM, then KILL)")
+        if hasattr(source, "stop"):
+            self.stop_button.on_click(lambda _: threading.Thread(target=source.stop, daemon=True).start())
+        self.banner = widgets.HTML()
+        self.banner.add_class("kwnb-banner")
+        self.guide = widgets.HTML(layout=widgets.Layout(display="none"))  # the first live dashboard's: show()
+        self.guide.add_class("kwnb-guide")
+        self._make_tabs(count)
+        self.overview = widgets.HTML()
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
+                                                                          margin="2px 0", display="none"))
+        # Hidden until the first PNG (an empty Image is a broken-image icon); never drawn wider than
+        # the PNG itself, which would blur it.
+        self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
+                                                                        margin="2px 0", display="none"))
+        self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
+        # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short. Where the
+        # widgets render, this style also hides their static account (a page without them never gets the rule).
+        tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
+                                 "{flex:0 0 auto}" + OVERVIEW_CSS + hide_account_css(self.account_id) + "</style>",
+                                 layout=widgets.Layout(display="none"))
+        self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
+                                                 layout=widgets.Layout(justify_content="space-between")),
+                                    self.guide, self.banner, self.overview, self.tabs, self.curves_note, self.curves,
+                                    self.timeline, tab_width])
+        self.widget.add_class("kwnb-dashboard")
 
     def _make_tabs(self, count: int) -> None:
         """A tab per task: its header, progress bar, runtime-lines toggle and log."""

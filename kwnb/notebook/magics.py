@@ -385,6 +385,7 @@ def _display_run(run) -> None:
 
 
 def load_ipython_extension(ipython) -> None:
+    from ..engine.live.prewarm import prewarm
     from .kernel_stderr import keep_runtime_lines_out_of_cells
     from .runs_magic import PastRunMagics
     from .tensorboard_magic import TensorBoardMagics
@@ -397,6 +398,4 @@ def load_ipython_extension(ipython) -> None:
     # that loading the extension does not import the engine.
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.live.run", "Run", _display_run)
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.records.past", "PastRun", _display_run)
-    from ..engine.live.prewarm import prewarm
-
     prewarm()  # warm interpreters for a first `%%kw_worker ... -n 2` cell, within the session's limits

@@ -13,6 +13,7 @@ import html
 import time
 
 from ..machine.limits import read_limits
+from ..engine.diagnoses.recovery import faults
 from ..engine.records.summary import rate_text
 from ..machine.sizes import format_size
 
@@ -42,11 +43,6 @@ def badge(status: str) -> str:
     colour = STATUS_COLOURS.get(status, "#616161")
     return (f'<span style="background:{colour};color:#fff;padding:1px 7px;border-radius:3px;'
             f'font-weight:600;font-size:0.85em;letter-spacing:0.04em">{status.upper()}</span>')
-
-
-def faults(diagnoses) -> list:
-    """The diagnoses that say something is wrong: not what the run recovered from (engine/diagnoses/recovery.py)."""
-    return [d for d in diagnoses if not d.recovered]
 
 
 def diagnoses_html(diagnoses) -> str:

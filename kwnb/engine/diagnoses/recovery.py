@@ -15,6 +15,11 @@ from .diagnosis import Diagnosis
 ENDS = ("killed", "out_of_memory", "error", "peer_lost")  # the kinds that say how one attempt of a task ended
 
 
+def faults(diagnoses) -> list:
+    """The diagnoses that say something is wrong: not what the run recovered from."""
+    return [d for d in diagnoses if not d.recovered]
+
+
 def attempts_of(found: list[Diagnosis], tasks: list[TaskView]) -> list[Diagnosis]:
     """Fresh findings of a task's end, marked with the attempt they are about (the task's restarts now)."""
     for diagnosis in found:

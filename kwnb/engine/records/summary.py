@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Collection
 
 from ...machine.sizes import format_size
+from ..diagnoses.recovery import faults
 from ..tasks.status import Status
 from .snapshot import RunSnapshot, as_snapshot
 
@@ -45,8 +46,8 @@ def format_summary(run: RunSnapshot, told: Collection[str] = ()) -> str:
         if worker.status == Status.FAILED:
             lines.extend("    | " + text for text in worker.tail[-5:])
     lines.extend(overview_lines(run))
-    faults = [d for d in run.diagnoses if not d.recovered]
-    for heading, listed in (("diagnoses", faults), ("recovered", [d for d in run.diagnoses if d.recovered])):
+    recovered = [d for d in run.diagnoses if d.recovered]
+    for heading, listed in (("diagnoses", faults(run.diagnoses)), ("recovered", recovered)):
         if listed:  # what the run recovered from is history, after what is wrong (engine/diagnoses/recovery.py)
             lines.append(f"{heading}:")
             lines.extend(f"  - {d.kind}: {d.message}" for d in listed)

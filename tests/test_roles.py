@@ -340,7 +340,8 @@ def test_a_chief_job_with_a_sidecar_evaluator(tmp_path):
     assert [line[0] for line in panels["loss"]] == ["roles", "evaluator 0 (checkpoints)"]
     assert pictures_ready(run) and run.curves_path is not None and run.diagnoses == []
     assert "evaluator 0: finished exit 0" in run.summary() and "evaluations, last: loss" in run.summary()
-    from kwnb.notebook.dashboard import Dashboard, badge
+    from kwnb.notebook.dashboard import Dashboard
+    from kwnb.notebook.overview import badge
     from kwnb.notebook.overview import overview_html
 
     board = Dashboard(run)

@@ -22,7 +22,7 @@ from kwnb.backends import LaunchError, make_launcher
 from kwnb.backends.base import BOOTSTRAP
 from kwnb.task import slurm_env
 from kwnb.engine.live.run import Run
-from kwnb.notebook.dashboard import badge
+from kwnb.notebook.overview import badge
 from kwnb.notebook.overview import overview_html
 from kwnb.slurm import SlurmLauncher, srun_exit_codes
 from kwnb.pictures.outputs import pictures_ready

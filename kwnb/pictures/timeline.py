@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import time
+from pathlib import Path
 
 from ..engine.records.snapshot import as_snapshot
 
@@ -90,13 +91,13 @@ def timeline_figure(data: dict):
 
 
 def timeline_png(data: dict) -> bytes:
-    buffer = io.BytesIO()
-    timeline_figure(data).savefig(buffer, format="png")
-    return buffer.getvalue()
+    from .plotting import png_bytes
+
+    return png_bytes(timeline_figure(data))
 
 
 def save_timeline(data: dict, path) -> None:
-    timeline_figure(data).savefig(path)
+    Path(path).write_bytes(timeline_png(data))
 
 
 def _tick_step(span: float) -> float:

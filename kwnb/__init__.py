@@ -44,6 +44,6 @@ def _class_aliases() -> dict:
 
 
 def load_ipython_extension(ipython):
-    from .notebook.magics import load_ipython_extension as load
+    from .notebook.extension import load_ipython_extension as load
 
     load(ipython)

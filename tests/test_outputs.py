@@ -216,3 +216,32 @@ def test_what_the_pictures_could_not_draw_is_noted_in_run_json_too(tmp_path, mon
     assert "could not save curves: boom" in (run.dir / "summary.txt").read_text()
     assert json.loads((run.dir / "run.json").read_text())["result"]["notes"] == ["could not save curves: boom"]
     assert kwnb.open_run(run.dir).notes == ["could not save curves: boom"]
+
+
+def test_a_summary_said_to_come_below_leaves_the_final_account_sent_once_without_it(tmp_path, monkeypatch):
+    """--wait says before the end that its summary comes below: the run's end sends the final account once,
+    without the summary (it was sent twice, with and then without: 0.1 s of a first cell, issue 31); a wait
+    interrupted takes that back, and the final account then carries the summary."""
+    from kwnb.notebook import dashboard
+
+    sent = []
+    for where in ("IPython.core.display_functions", "IPython.display"):  # no shell (see the guide's test)
+        monkeypatch.setattr(f"{where}.publish_display_data", lambda data, *a, **k: sent.append(data))
+    monkeypatch.setattr(f"IPython.display.display", lambda *a, **k: None)
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    accounts = {}
+    for below in (True, False):
+        run = kwnb.launch(script, n=1, name=f"below-{below}", runs_dir=tmp_path / "runs", network="host", warm=False)
+        board = dashboard.dashboard_for(run)
+        board.show()
+        dashboard.summary_printed_below(run)
+        if not below:
+            dashboard.summary_printed_below(run, False)  # the wait was interrupted
+        del sent[:]
+        assert run.wait(60) == [0], run.summary()
+        dashboard.settle(run)
+        dashboard.summary_printed_below(run, below)  # as the magic says once the summary is printed (or not)
+        accounts[below] = [d["text/html"] for d in sent if board.account_id in d.get("text/html", "")]
+    assert len(accounts[True]) == 1 and "exit codes" not in accounts[True][0]
+    assert len(accounts[False]) == 1 and "exit codes" in accounts[False][0]

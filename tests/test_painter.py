@@ -121,3 +121,46 @@ def test_the_dashboard_draws_its_curves_without_importing_matplotlib():
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["png"] and not result["matplotlib"]
     assert result["gap"] < 0.5 / 0.05, "the painter's matplotlib import was counted as a draw"
+
+
+def test_a_dashboard_with_nothing_to_draw_yet_does_not_wait_for_the_painter():
+    """A first cell's dashboard was shown 1.1-1.3 s late: its first refresh waited for the painter's start
+    and matplotlib import to hear that there was nothing to draw (issue 31)."""
+    nothing_yet = IN_A_KERNEL.replace("steps=tuple({\"step\": s, \"loss\": 1 / s} for s in range(1, 30))", "steps=()")
+    nothing_yet = nothing_yet.replace("child = painter.painter()._process.pid", "child = painter.painter()._process")
+    assert nothing_yet != IN_A_KERNEL
+    done = subprocess.run([sys.executable, "-c", nothing_yet], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["painter"] is None and not result["png"]
+
+
+def test_prepare_starts_the_painter_at_once_and_the_first_picture_uses_it(painter, monkeypatch):
+    painter.prepare()
+    started = painter._process
+    assert painter.running
+    painter.prepare()  # already running: the same process
+    assert painter._process is started
+    assert painting.live_curves_png("k", "t", SERIES)[0].startswith(b"\x89PNG") and painter._process is started
+    broken = painting.Painter()
+    monkeypatch.setattr(broken, "_start", lambda: (_ for _ in ()).throw(OSError("no such interpreter")))
+    broken.prepare()
+    assert not broken.running and broken.ask({"kind": "forget", "key": "k"}) is None
+
+
+LOAD_EXTENSION = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+from kwnb.pictures.painter import painter
+InteractiveShell.instance().run_line_magic("load_ext", "kwnb")
+print(json.dumps({"running": painter().running, "argv": painter()._process.args, "matplotlib": "matplotlib" in sys.modules}))
+"""
+
+
+def test_loading_the_extension_starts_the_painter_while_the_learner_reads():
+    done = subprocess.run([sys.executable, "-c", LOAD_EXTENSION], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "KWNB_WARM": "0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["running"] and "kwnb.pictures.painter" in result["argv"] and not result["matplotlib"]

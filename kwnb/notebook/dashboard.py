@@ -26,7 +26,7 @@ import ipywidgets as widgets
 from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
 from ..pictures.painter import forget_live_curves, live_curves_png
-from ..pictures.plotting import LiveCurves, load_drawing, run_series
+from ..pictures.plotting import LiveCurves, curve_lines, load_drawing, run_series
 from ..pictures.timeline import timeline_data, timeline_live_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
@@ -213,7 +213,8 @@ class Dashboard:
         now = time.monotonic()
         if key == self._curves_key or (not force and now - self._curves_at < self._curves_gap):
             return
-        saved = run.curves_path if run.past else None  # a past run: the PNG its run saved, as it was
+        # A past run, or a live one at its end: the PNG its run saved (the same lines), not drawn again.
+        saved = run.curves_path if run.past or run.done else None
         png, cost = (saved.read_bytes(), 0.0) if saved else self._draw_live_curves(run)
         if png is None:
             return
@@ -227,6 +228,8 @@ class Dashboard:
         """The chief's curves and the CPU seconds they cost: drawn by the kernel's painter (pictures/painter.py),
         so the kernel never imports matplotlib; here, with LiveCurves, where the painter cannot draw."""
         series = run_series(run)
+        if not curve_lines(series):  # nothing to draw yet: no need to wait for the painter's start
+            return None, 0.0
         drawn = live_curves_png(self.display_id, self._live_curves.title, series)
         if drawn is not None:
             return drawn
@@ -243,7 +246,7 @@ class Dashboard:
         # The run is done when its tasks have ended; its pictures follow (pictures/outputs.py), and the
         # final account shows them: `settle` (%kw_wait, --wait) waits for this thread, wait() does not.
         while not self.run.done:
-            time.sleep(1 / REFRESH_HZ)
+            self.run.wait(1 / REFRESH_HZ)  # wakes at the end at once: a --wait cell waits for the final state
             try:
                 self.refresh()
             except Exception:  # a closed comm (kernel shutting down) must not spam tracebacks
@@ -282,12 +285,14 @@ class Dashboard:
         display(self._bundle(), raw=True, display_id=self.display_id)
         display(self._account_bundle(), raw=True, display_id=self.account_id)
 
-    def summary_below(self) -> None:
+    def summary_below(self, below: bool = True) -> None:
         """The run's summary is printed as text below (%kw_wait, --wait): the account leaves its folded copy
-        out, and is sent again if it had been sent with it, so that a page without widgets shows it once."""
+        out, and is sent again if it had been sent with it, so that a page without widgets shows it once.
+        Said before the end, the final account goes without it at once; `below=False` takes it back (a wait
+        interrupted or timed out prints no final summary)."""
         with self._drawing:
-            self._summary_below = True
-            resend = self._summary_sent and self._shown
+            self._summary_below = below
+            resend = self._shown and self._summary_sent == below and (below or self._final_sent)
         if resend:
             try:
                 self._update_display()
@@ -366,11 +371,11 @@ def settle(run, timeout: float = 10.0 + DRAW_TIMEOUT) -> None:
         dashboard._thread.join(timeout)
 
 
-def summary_printed_below(run) -> None:
-    """The run's summary was printed as text (%kw_wait): its dashboard, if shown, does not repeat it."""
+def summary_printed_below(run, below: bool = True) -> None:
+    """The run's summary is, or will be, printed as text (%kw_wait): its dashboard, if shown, does not repeat it."""
     dashboard = _dashboards.get(run)
     if dashboard is not None:
-        dashboard.summary_below()
+        dashboard.summary_below(below)
 
 
 def settle_ended(_result=None) -> None:

@@ -126,18 +126,31 @@ class KwnbMagics(Magics):
             raise UsageError(str(error)) from None
         self._print_notes(run)
         if args.wait:
-            from .dashboard import dashboard_for, settle
+            from .dashboard import dashboard_for
 
             dashboard_for(run).show()
-            try:
-                run.wait()
-            except KeyboardInterrupt:
+            if not self._wait_and_summarise(run):
                 print(f"kwnb: interrupted; run {run.name!r} goes on (%kw_stop {run.name} stops it)")
-                return None
-            settle(run)
-            self._print_summary(run)
             return None
         return run
+
+    def _wait_and_summarise(self, run, timeout: float | None = None) -> bool:
+        """Wait for the run, then print its summary; False if interrupted (nothing printed). Its dashboard is
+        told first that the summary comes below, so that its final account, sent once, leaves it out."""
+        from .dashboard import settle, summary_printed_below
+
+        summary_printed_below(run)
+        try:
+            run.wait(timeout)
+        except KeyboardInterrupt:
+            summary_printed_below(run, False)
+            return False
+        if run.done:
+            settle(run)
+        else:
+            summary_printed_below(run, False)  # the summary below is of a run still going: not its final one
+        self._print_summary(run)
+        return True
 
     def _print_notes(self, run) -> None:
         """The run's notes as it starts, each said once: its summary (%kw_wait) leaves them out."""
@@ -148,15 +161,10 @@ class KwnbMagics(Magics):
                 told.add(note)
 
     def _print_summary(self, run) -> None:
-        """The run's summary as text; once it is final, the run's dashboard (if shown) no longer carries a copy
-        of its own, so that a notebook shows each summary once."""
+        """The run's summary as text, less the notes printed as it started."""
         from ..engine.records.summary import format_summary
 
         print(format_summary(run.snapshot(), told=self._told_notes.get(str(run.dir), ())))
-        if run.done:
-            from .dashboard import summary_printed_below
-
-            summary_printed_below(run)
 
     @cell_magic
     @magic_arguments()
@@ -176,16 +184,8 @@ class KwnbMagics(Magics):
         """Wait for a run to end and print its summary (exit codes, last metrics, where the logs are)."""
         args = self._parse(self.kw_wait, line)
         run = _run(args.name)
-        try:
-            run.wait(args.timeout)
-        except KeyboardInterrupt:
+        if not self._wait_and_summarise(run, args.timeout):
             print(f"kwnb: stopped waiting; run {run.name!r} goes on")
-            return
-        if run.done:
-            from .dashboard import settle
-
-            settle(run)
-        self._print_summary(run)
 
     @line_magic
     @magic_arguments()
@@ -376,26 +376,3 @@ class KwnbMagics(Magics):
     def _parse(magic, line):
         return parse_argstring(magic, line)
 
-
-def _display_run(run) -> None:
-    """A Run, or a past run, shown as its dashboard (an output the run's end updates in place)."""
-    from .dashboard import dashboard_for
-
-    dashboard_for(run).show()
-
-
-def load_ipython_extension(ipython) -> None:
-    from ..engine.live.prewarm import prewarm
-    from .kernel_stderr import keep_runtime_lines_out_of_cells
-    from .runs_magic import PastRunMagics
-    from .tensorboard_magic import TensorBoardMagics
-
-    keep_runtime_lines_out_of_cells()  # before the learner's own `import tensorflow`, if the notebook loads kwnb first
-    ipython.register_magics(KwnbMagics)
-    ipython.register_magics(TensorBoardMagics)
-    ipython.register_magics(PastRunMagics)
-    # A Run shown in a notebook (a cell's result, display(run)) is its live dashboard. By name, so
-    # that loading the extension does not import the engine.
-    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.live.run", "Run", _display_run)
-    ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.records.past", "PastRun", _display_run)
-    prewarm()  # warm interpreters for a first `%%kw_worker ... -n 2` cell, within the session's limits

@@ -2,9 +2,10 @@
 pictures drawn with matplotlib in a subprocess, so that the kernel never imports it.
 
 Importing matplotlib and a first draw cost a kernel about 0.5 CPU-s and 40 MB for good (issue 31: over a
-200k-line run, 0.415 kernel CPU-s per 100k lines with that one-off, and 55 MB). The process starts at the
-first picture a kernel asks for and lives until the kernel ends (its stdin closes). It keeps each
-dashboard's `LiveCurves`, so a redraw costs what it cost in the kernel, plus a pipe's copy of the PNG.
+200k-line run, 0.415 kernel CPU-s per 100k lines with that one-off, and 55 MB). The process starts when
+the extension loads (`prepare`), or else at the first picture a kernel asks for, and lives until the
+kernel ends (its stdin closes). It keeps each dashboard's `LiveCurves`, so a redraw costs what it cost
+in the kernel, plus a pipe's copy of the PNG.
 
 The pipe: a request is one JSON line; the answer one JSON line, {"size": n, "cpu": s} (s: the draw's CPU
 seconds, which the dashboard's throttle counts as its own) or {"error": text}, then n bytes. Whoever
@@ -38,6 +39,16 @@ class Painter:
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    def prepare(self) -> None:
+        """Start the process now, without waiting for it: its matplotlib import (about 1 CPU-s) is then done
+        before the first picture is asked for, not while a first run's tasks start (issue 31)."""
+        with self._lock:
+            if not self._broken and not self.running:
+                try:
+                    self._start()
+                except OSError:
+                    self._broken = True
 
     def ask(self, request: dict) -> tuple[bytes, float] | None:
         """The answer's bytes and the CPU seconds the drawing took; None where this process must draw."""

@@ -44,17 +44,10 @@ def savefig_pixels(figure) -> np.ndarray:
 
 
 def test_png_bytes_are_the_pixels_savefig_gives_drawn_once():
-    """png_bytes draws once and encodes faster (the run's end waits for curves.png and timeline.png): the same
-    picture as matplotlib's savefig, for the curves (a constrained layout) and the timeline."""
-    from kwnb.pictures.timeline import timeline_figure, timeline_png
-
+    """png_bytes draws once and encodes faster (the run's end waits for curves.png): the same picture as
+    matplotlib's savefig, constrained layout included."""
     data = series(300, epochs=3, val=True)
     assert np.array_equal(pixels(png_bytes(curves_figure(data, title="t"))), savefig_pixels(curves_figure(data, title="t")))
-    lanes = {"name": "r", "origin": 0.0, "now": 9.0, "lanes": [
-        {"label": f"worker {i}", "ended_at": 8.0 + i, "phases": [[0.0, "starting"], [2.0 + i, "training"], [8.0 + i, "finished"]]}
-        for i in range(2)]}
-    figure = timeline_figure(lanes)
-    assert np.array_equal(pixels(timeline_png(lanes)), savefig_pixels(figure))
 
 
 def test_the_figure_is_kept_while_the_same_lines_are_drawn_and_rebuilt_for_a_new_one():

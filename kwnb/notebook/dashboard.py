@@ -27,7 +27,7 @@ from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
 from ..pictures.painter import forget_live_curves, live_curves_png
 from ..pictures.plotting import LiveCurves, curve_lines, load_drawing, run_series
-from ..pictures.timeline import timeline_data, timeline_live_png
+from ..pictures.timeline import timeline_data, timeline_png
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 from .task_tab import fold_label, header_html, log_html, worker_label
@@ -361,7 +361,7 @@ class Dashboard:
 
 def _live_timeline(run) -> bytes | None:
     data = timeline_data(run)
-    return timeline_live_png(data) if data else None
+    return timeline_png(data) if data else None
 
 
 def settle(run, timeout: float = 10.0 + DRAW_TIMEOUT) -> None:

@@ -9,10 +9,11 @@ naming them. That thread is not a daemon: a script that exits right after `wait(
 a caller that wants curves.png with `Run.wait(pictures=True)` (the thread is in the run's `after_end`).
 What could not be drawn is noted in summary.txt and, written again, run.json.
 
-The two pictures are drawn from plain data (`drawing_plan`). Where the calling process runs a painter (a
-kernel whose dashboard drew live curves: pictures/painter.py), the painter draws them; where it has loaded
-matplotlib, they are drawn here; else a subprocess draws them: importing matplotlib and a first draw would
-cost the kernel about 0.5 CPU-s and 45 MB for good, and a process of its own about 1 s. `python -m kwnb.pictures.outputs` reads a plan on
+The two pictures are drawn from plain data (`drawing_plan`). The timeline is drawn here, with Pillow
+(pictures/timeline.py). The curves need matplotlib: where the calling process runs a painter (a kernel:
+pictures/painter.py), the painter draws them; where it has loaded matplotlib, they are drawn here; else a
+subprocess draws them: importing matplotlib and a first draw would cost the kernel about 0.5 CPU-s and
+45 MB for good, and a process of its own about 1 s. `python -m kwnb.pictures.outputs` reads a plan on
 stdin and prints the notes of what it could not draw.
 """
 from __future__ import annotations
@@ -89,9 +90,10 @@ def _pictures_of(run) -> list[str]:
         from .plotting import curve_lines
 
         plan = drawing_plan(run.snapshot())
-        if plan["timeline"]["data"] is None and not curve_lines(plan["curves"]["series"]):
-            return []  # nothing to draw
-        return _draw_where_quickest(plan)
+        notes = draw({"timeline": plan["timeline"]})  # with Pillow, here: a few ms
+        if curve_lines(plan["curves"]["series"]):
+            notes += _draw_where_quickest({"curves": plan["curves"]})
+        return notes
     except Exception as error:  # the summary must be written whatever went wrong with the pictures
         run.log.error("could not draw the run's pictures", exc_info=error)
         return [f"could not draw the run's pictures: {error}"]

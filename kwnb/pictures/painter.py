@@ -171,18 +171,20 @@ def draw_plan(plan: dict) -> list[str] | None:
 
 # ----- the drawing process ------------------------------------------------------------------------
 def draw(plan: dict) -> list[str]:
-    """Draw a plan's pictures (pictures/outputs.py drawing_plan) here; a note for each that could not be drawn."""
+    """Draw a plan's pictures (pictures/outputs.py drawing_plan, or a part of it) here; a note for each that
+    could not be drawn."""
     notes = []
     try:
         from .plotting import save_curves
 
-        save_curves(plan["curves"]["series"], plan["curves"]["title"], Path(plan["curves"]["path"]))
+        if "curves" in plan:
+            save_curves(plan["curves"]["series"], plan["curves"]["title"], Path(plan["curves"]["path"]))
     except Exception as error:  # curves are a bonus; a broken plot must not hide the result
         notes.append(f"could not save curves: {error}")
     try:
         from .timeline import save_timeline
 
-        if plan["timeline"]["data"] is not None:
+        if plan.get("timeline", {}).get("data") is not None:
             save_timeline(plan["timeline"]["data"], plan["timeline"]["path"])
     except Exception as error:
         notes.append(f"could not save the timeline: {error}")

@@ -1,11 +1,10 @@
 """The run's timeline: one lane per task, time across, coloured by phase, restarts and kills marked.
 
 Who waited for whom, and for how long: the picture a teacher shows. `timeline_data(run)` takes what it
-needs from a RunSnapshot (engine/records/snapshot.py: a live run's or a past run's) as plain data; the live dashboard draws that with Pillow (no matplotlib: importing it
-costs a kernel 0.4 CPU-s and 40 MB, Pillow 0.02 s and 4 MB, and a draw takes a few ms where
-matplotlib's took 60-120), and the run's timeline.png is drawn from the same data with matplotlib's
-Figure and the Agg canvas (never pyplot), in a subprocess where the kernel has not loaded matplotlib
-(kwnb/pictures/outputs.py).
+needs from a RunSnapshot (engine/records/snapshot.py: a live run's or a past run's) as plain data, and
+`timeline_png` draws that with Pillow, live in the dashboard and as the run's timeline.png at its end.
+Not matplotlib: importing it costs a kernel 0.4 CPU-s and 40 MB, Pillow 0.02 s and 4 MB, and a draw takes
+a few ms where matplotlib's took 60-150, which a first cell's end waited for (issue 31).
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from ..engine.records.snapshot import as_snapshot
 PHASE_COLOURS = {"pending": "#CC79A7", "starting": "#E69F00", "joining": "#D55E00", "serving": "#009E73",
                  "training": "#0072B2", "finishing": "#56B4E9"}
 END_MARKS = {"finished": ("o", "#009E73"), "failed": ("X", "#C62828"), "stopped": ("s", "#616161")}
-DPI, WIDTH_IN, LEFT_IN = 90, 8.4, 1.45  # both drawings share the PNG's size and margins (inches)
+DPI, WIDTH_IN, LEFT_IN = 90, 8.4, 1.45  # the PNG's size and margins, in inches at DPI (the curves' 90 dpi)
 
 
 def segments(task, now: float) -> list[tuple[float, float, str]]:
@@ -52,52 +51,8 @@ def _height(data: dict) -> float:
 
 
 def timeline_size(data: dict) -> tuple[int, int]:
-    """The picture's size in pixels, the same live (Pillow) and at the end (matplotlib)."""
+    """The picture's size in pixels."""
     return round(WIDTH_IN * DPI), round(_height(data) * DPI)
-
-
-def timeline_figure(data: dict):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    now, origin, lanes = data["now"], data["origin"], data["lanes"]
-    # Margins fixed by hand in inches: constrained layout doubled the cost of a draw (~120 ms here).
-    height = _height(data)
-    figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
-    FigureCanvasAgg(figure)
-    axis = figure.subplots()
-    figure.subplots_adjust(left=LEFT_IN / WIDTH_IN, right=0.98, top=1 - 0.3 / height, bottom=0.8 / height)
-    for lane, task in enumerate(lanes):
-        for start, end, phase in _segments(task["phases"], task["ended_at"], now):
-            axis.broken_barh([(start - origin, max(end - start, 0.01))], (lane - 0.35, 0.7),
-                             facecolors=PHASE_COLOURS[phase])
-        for start, phase in task["phases"]:
-            if phase in END_MARKS:
-                marker, colour = END_MARKS[phase]
-                axis.plot([start - origin], [lane], marker=marker, color=colour, markersize=8, linestyle="none")
-        for start in _restarts(task["phases"]):
-            axis.axvline(start - origin, ymin=0, ymax=1, color="#444444", linewidth=0.8, linestyle=":")
-    axis.set_yticks(range(len(lanes)), [task["label"] for task in lanes])
-    axis.invert_yaxis()  # the chief on top, as in the overview
-    axis.set_xlim(0, max(now - origin, 1.0) * 1.02)
-    axis.set_xlabel("seconds since launch")
-    axis.grid(axis="x", alpha=0.3)
-    seen = {phase for task in lanes for _, phase in task["phases"]}
-    handles = [Patch(color=colour, label=phase) for phase, colour in PHASE_COLOURS.items() if phase in seen]
-    figure.legend(handles=handles, loc="lower center", ncol=4, fontsize="small", frameon=False)
-    axis.set_title(f"{data['name']}: phases of each task", fontsize="medium")
-    return figure
-
-
-def timeline_png(data: dict) -> bytes:
-    from .plotting import png_bytes
-
-    return png_bytes(timeline_figure(data))
-
-
-def save_timeline(data: dict, path) -> None:
-    Path(path).write_bytes(timeline_png(data))
 
 
 def _tick_step(span: float) -> float:
@@ -117,9 +72,9 @@ def _mark(draw, kind: str, colour: str, x: float, y: float) -> None:
         draw.line([x - 4, y + 4, x + 4, y - 4], fill=colour, width=3)
 
 
-def timeline_live_png(data: dict) -> bytes:
-    """The same picture as timeline_figure, drawn with Pillow (no matplotlib): lanes, phase bars, end marks,
-    restarts, axis and legend, at the same size. What the dashboard shows while a run goes."""
+def timeline_png(data: dict) -> bytes:
+    """The timeline drawn with Pillow: lanes, phase bars, end marks, restarts, axis and legend. What the
+    dashboard shows while a run goes, and the run's timeline.png at its end."""
     from PIL import Image, ImageDraw, ImageFont
 
     now, origin, lanes = data["now"], data["origin"], data["lanes"]
@@ -163,3 +118,7 @@ def timeline_live_png(data: dict) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="png")
     return buffer.getvalue()
+
+
+def save_timeline(data: dict, path) -> None:
+    Path(path).write_bytes(timeline_png(data))

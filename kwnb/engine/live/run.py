@@ -43,15 +43,16 @@ from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
 from ..tasks.status import Status
 from .settings import LaunchSettings
-from .supervisor import POLL_SECONDS, Supervisor, guarded
+from .supervisor import Supervisor, guarded
 from .control import TaskControl, log_separator
+from .coordinator import CoordinatorSide
 from ..records.record import record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
 from ..records.summary import format_summary
 from ..tasks.task import Task
 
 
-class Run(RunReading, TaskControl):
+class Run(RunReading, TaskControl, CoordinatorSide):
     """A script running on a cluster. Start with `kwnb.launch()`; the notebook shows it as a dashboard."""
 
     def __init__(self, script: str | os.PathLike, n: int = 2, name: str | None = None, **options):
@@ -333,28 +334,6 @@ class Run(RunReading, TaskControl):
                 self.say(reason=reason)
                 self.stop_all()
         return self.wait(timeout=self.stop_grace + 5)
-
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until every task's port accepts connections (its TensorFlow server is up).
-
-        For a coordinator in the notebook (ParameterServerStrategy), which must not connect first.
-        False if `timeout` passed or the run ended before that.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not all(task.port_open_at for task in roles.training(self.workers)):
-            if self.done or (deadline is not None and time.monotonic() > deadline):
-                return False
-            time.sleep(POLL_SECONDS)
-        return True
-
-    def coordinator_tf_config(self) -> dict:
-        """TF_CONFIG for a ParameterServerStrategy coordinator in this process (a run with ps tasks and
-        no chief task): the run's cluster with its reserved `chief` entry, task chief 0."""
-        return roles.coordinator_tf_config(self.cluster, self.coordinator, self.name)
-
-    def cluster_resolver(self):
-        """The coordinator's `tf.distribute.cluster_resolver.SimpleClusterResolver` (imports TensorFlow here)."""
-        return roles.cluster_resolver(self.coordinator_tf_config())
 
     # ----- reading ----------------------------------------------------------------------------
     @property

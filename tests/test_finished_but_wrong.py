@@ -22,8 +22,21 @@ SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
 DELETE_LINE = 1 + next(i for i, line in enumerate(SCRIPT.read_text().splitlines()) if "del os.environ" in line)
 
 
-def launch(tmp_path, mode):
-    return kwnb.launch(SCRIPT, n=2, name=mode, args=mode, runs_dir=tmp_path / "runs", cwd=tmp_path, stall_after=120)
+MODES = ("unset", "noscope", "diverge")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The three wrong runs, started together and waited for once: 6 TensorFlow tasks on 2 cores take about
+    50 s where one after the other took 35-47 s each (the suite's time, docs/testing.md)."""
+    folder = tmp_path_factory.mktemp("wrong")
+    started = {mode: kwnb.launch(SCRIPT, n=2, name=mode, args=mode, runs_dir=folder / "runs", cwd=folder,
+                                 stall_after=240) for mode in MODES}
+    for run in started.values():
+        run.wait(400)
+    yield started
+    for run in started.values():
+        run.stop()
 
 
 def kinds(run):
@@ -32,20 +45,20 @@ def kinds(run):
 
 # ----- real runs ---------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_a_script_that_deletes_tf_config_is_told_with_its_line(tmp_path):
-    run = launch(tmp_path, "unset")
-    assert run.wait(400) == [0, 0], run.summary()  # it "finishes": each task trained alone
+@pytest.mark.timeout(900)
+def test_a_script_that_deletes_tf_config_is_told_with_its_line(runs):
+    run = runs["unset"]
+    assert run.wait(0) == [0, 0], run.summary()  # it "finishes": each task trained alone
     assert [kind for kind, _ in kinds(run)] == ["not_distributed"], run.summary()
     said = run.diagnoses[0].message
     assert f"deletes TF_CONFIG (diagnose_fit.py line {DELETE_LINE})" in said and "trained alone" in said, said
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_a_model_built_outside_the_strategy_scope_is_told_and_its_steps_are_not_halved(tmp_path):
-    run = launch(tmp_path, "noscope")
-    assert run.wait(400) == [0, 0], run.summary()
+@pytest.mark.timeout(900)
+def test_a_model_built_outside_the_strategy_scope_is_told_and_its_steps_are_not_halved(runs):
+    run = runs["noscope"]
+    assert run.wait(0) == [0, 0], run.summary()
     assert [kind for kind, _ in kinds(run)] == ["not_distributed"], run.summary()
     assert "outside strategy.scope()" in run.diagnoses[0].message
     chief = run.workers[0].metrics
@@ -57,10 +70,10 @@ def test_a_model_built_outside_the_strategy_scope_is_told_and_its_steps_are_not_
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_a_runaway_learning_rate_is_told_with_the_epoch_and_the_values(tmp_path):
-    run = launch(tmp_path, "diverge")
-    assert run.wait(400) == [0, 0], run.summary()
+@pytest.mark.timeout(900)
+def test_a_runaway_learning_rate_is_told_with_the_epoch_and_the_values(runs):
+    run = runs["diverge"]
+    assert run.wait(0) == [0, 0], run.summary()
     assert kinds(run) == [("diverging", 0)], run.summary()
     said = run.diagnoses[0].message
     assert "loss grew from" in said and "epoch 1" in said and "learning rate" in said, said

@@ -20,6 +20,7 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from PIL import Image
 
 from kwnb.notebook.static import hide_account_css
+from kwnb.pictures.timeline import PHASE_COLOURS
 
 SCRIPT = (Path(__file__).parent / "scripts" / "keras_fit.py").read_text()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -92,9 +93,11 @@ def test_saved_widgets_show_the_finished_run(executed):
     # Rendered as a terminal would: the final progress line, not thousands of \b fragments.
     assert all("\b" not in log and "20/20 [==============================]" in log for log in logs)
     curves, timeline = by_name["ImageModel"]  # in the order the dashboard makes them
-    for image in (curves, timeline):
-        png = base64.b64decode(image["buffers"][0]["data"])
-        assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    pngs = [base64.b64decode(image["buffers"][0]["data"]) for image in (curves, timeline)]
+    assert all(png.startswith(b"\x89PNG") and Image.open(io.BytesIO(png)).width >= 600 for png in pngs)
+    assert len(pngs[0]) > 10_000  # curves drawn, not an empty frame
+    training = tuple(int(PHASE_COLOURS["training"][i:i + 2], 16) for i in (1, 3, 5))
+    assert training in {colour for _, colour in Image.open(io.BytesIO(pngs[1])).convert("RGB").getcolors(1 << 16)}
     (overview,) = [m["state"]["value"] for m in by_name["HTMLModel"] if "kwnb-overview" in m["state"]["value"]
                    and "<table" in m["state"]["value"]]
     assert overview.count("<tr>") == 3 and overview.count("FINISHED") == 2 and "peak" in overview

@@ -93,19 +93,16 @@ IN_A_KERNEL = """
 import json, sys, time, types
 from pathlib import Path
 from kwnb.engine.records.snapshot import RunSnapshot, TaskView
-from kwnb.notebook import dashboard
+from kwnb.notebook import curves_view
 from kwnb.pictures import painter
 from kwnb.task.tf_config import TaskId
 
 chief = TaskView(position=0, id=TaskId("worker", 0), is_chief=True, status="running", phase="training",
                  steps=tuple({"step": s, "loss": 1 / s} for s in range(1, 30)), steps_per_epoch=100)
 run = RunSnapshot(name="r", dir=Path("/nonexistent"), status="running", done=False, tasks=(chief,), started_at=0.0)
-picture = types.SimpleNamespace(value=b"", layout=types.SimpleNamespace(display="none"))
-state = types.SimpleNamespace(_curves_key=None, _curves_at=0.0, _curves_gap=dashboard.CURVES_SECONDS,
-                              _live_curves=dashboard.LiveCurves(), curves=picture, display_id="d",
-                              curves_note=types.SimpleNamespace(value="waiting"))
-state._draw_live_curves = types.MethodType(dashboard.Dashboard._draw_live_curves, state)
-dashboard.Dashboard._refresh_curves(state, run, True)
+view = curves_view.CurvesView("d", "r (chief)")
+view.refresh(run, force=True)
+picture, state = view.image, types.SimpleNamespace(_curves_gap=view._gap)
 child = painter.painter()._process.pid
 print(json.dumps({"png": picture.value[:4] == b"\\x89PNG", "matplotlib": "matplotlib" in sys.modules,
                   "gap": state._curves_gap, "painter": child}))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kwnb.notebook import dashboard
+from kwnb.notebook import curves_view
 from kwnb.pictures.plotting import LiveCurves, curves_figure, png_bytes
 
 
@@ -76,37 +76,34 @@ def test_nothing_to_draw_is_no_picture():
     assert LiveCurves().png({"run": {"epochs": [], "steps": [], "steps_per_epoch": None}}) is None
 
 
-@pytest.mark.parametrize("cost, gap", [(0.0, dashboard.CURVES_SECONDS), (0.05, dashboard.CURVES_SECONDS),
-                                       (0.2, 0.2 / dashboard.CURVES_CPU_SHARE)])
+@pytest.mark.parametrize("cost, gap", [(0.0, curves_view.CURVES_SECONDS), (0.05, curves_view.CURVES_SECONDS),
+                                       (0.2, 0.2 / curves_view.CURVES_CPU_SHARE)])
 def test_slow_curves_are_redrawn_less_often(cost, gap):
-    assert dashboard.curves_gap(cost) == pytest.approx(gap)
-    assert dashboard.curves_gap(cost) * dashboard.CURVES_CPU_SHARE >= cost - 1e-12
+    assert curves_view.curves_gap(cost) == pytest.approx(gap)
+    assert curves_view.curves_gap(cost) * curves_view.CURVES_CPU_SHARE >= cost - 1e-12
 
 
 FIRST_REDRAW = """
 import sys, time, types
 from pathlib import Path
 from kwnb.engine.records.snapshot import RunSnapshot, TaskView
-from kwnb.notebook import dashboard
+from kwnb.notebook import curves_view
 from kwnb.task.tf_config import TaskId
 
 assert "matplotlib" not in sys.modules
 imported_when_timed = []
 clock = time.thread_time
-dashboard.time = types.SimpleNamespace(
+curves_view.time = types.SimpleNamespace(
     monotonic=time.monotonic,
     thread_time=lambda: imported_when_timed.append("matplotlib.figure" in sys.modules) or clock())
 chief = TaskView(position=0, id=TaskId("worker", 0), is_chief=True, status="running", phase="training",
                  steps=tuple({"step": s, "loss": 1 / s} for s in range(1, 30)), steps_per_epoch=100)
 run = RunSnapshot(name="r", dir=Path("/nonexistent"), status="running", done=False, tasks=(chief,),
                   started_at=0.0)
-picture = types.SimpleNamespace(value=b"", layout=types.SimpleNamespace(display="none"))
-state = types.SimpleNamespace(_curves_key=None, _curves_at=0.0, _curves_gap=dashboard.CURVES_SECONDS,
-                              _live_curves=dashboard.LiveCurves(), curves=picture, display_id="d",
-                              curves_note=types.SimpleNamespace(value="waiting"))
-state._draw_live_curves = types.MethodType(dashboard.Dashboard._draw_live_curves, state)
-dashboard.live_curves_png = lambda *args: None  # no painter (pictures/painter.py): drawn in this process
-dashboard.Dashboard._refresh_curves(state, run, True)
+curves_view.live_curves_png = lambda *args: None  # no painter (pictures/painter.py): drawn in this process
+view = curves_view.CurvesView("d", "r (chief)")
+view.refresh(run, force=True)
+picture = view.image
 print(picture.value[:4] == b"\\x89PNG", imported_when_timed)
 """
 

@@ -6,9 +6,8 @@ no HTML or PNG is made while holding the run's lock. A past run (`kwnb.open_run`
 snapshot from its folder, so it is shown by the same dashboard, drawn once.
 
 Only widget values change after the first display, so nothing flickers and updates reach the
-right cell whatever cell runs meanwhile. Throttled: at most REFRESH_HZ redraws a second, the
-curves at most once every CURVES_SECONDS (longer where drawing them would take more than
-CURVES_CPU_SHARE of a core, as on a slow Binder machine), and only when something moved.
+right cell whatever cell runs meanwhile. Throttled: at most REFRESH_HZ redraws a second; the curves
+(notebook/curves_view.py) less often, in a thread of their own.
 
 A second output carries a static account (notebook/static.py) for pages whose widgets do not
 render, sent again through update_display_data when the run ends; the widgets hide it wherever they render.
@@ -25,19 +24,16 @@ import ipywidgets as widgets
 
 from ..engine.records.summary import format_summary
 from ..pictures.outputs import DRAW_TIMEOUT, pictures_ready
-from ..pictures.painter import forget_live_curves, live_curves_png
-from ..pictures.plotting import LiveCurves, curve_lines, load_drawing, run_series
+from ..pictures.painter import forget_live_curves
 from ..pictures.timeline import timeline_data, timeline_png
+from .curves_view import CURVES_CPU_SHARE, CurvesView
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 from .task_tab import fold_label, header_html, log_html, worker_label
 
 REFRESH_HZ = 4
-CURVES_SECONDS = 1.5
 TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw costs a few ms, 64 lanes ~20)
 TIMELINE_IDLE_SECONDS = 5.0  # nothing changed but the clock: the bars grow
-# The kernel shares the CPU with the workers it watches: curves may cost at most this share of a core.
-CURVES_CPU_SHARE = 0.05
 # What to look at, under the first live dashboard a kernel shows (once a session: a learner reads it once, and
 # every later run's dashboard looks the same). Not in the static account: a published page has no tabs.
 GUIDE = ("What to look at: the table, where each task is · a tab per task, its log · the timeline, who waited "
@@ -45,11 +41,6 @@ GUIDE = ("What to look at: the table, where each task is · a tab per task, its 
 _guide_shown = [False]  # in this kernel session
 
 _dashboards: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def curves_gap(draw_cpu_seconds: float) -> float:
-    """Seconds until the next curves redraw, given what the last one cost."""
-    return max(CURVES_SECONDS, draw_cpu_seconds / CURVES_CPU_SHARE)
 
 
 class Dashboard:
@@ -66,11 +57,8 @@ class Dashboard:
         ended_before = source.done
         self._snapshot = snapshot = source.snapshot()
         tasks = snapshot.tasks
+        self._curves = CurvesView(self.display_id, f"{snapshot.name} (chief)")
         self._make_widgets(source, len(tasks))
-        self._curves_key = None
-        self._curves_at = 0.0
-        self._curves_gap = CURVES_SECONDS
-        self._live_curves = LiveCurves(title=f"{snapshot.name} (chief)")
         self._timeline_at = time.monotonic()  # first drawn TIMELINE_SECONDS in, when there is something to see
         self._timeline_gap = TIMELINE_SECONDS
         self._timeline_phases = -1
@@ -99,13 +87,10 @@ class Dashboard:
         self.guide.add_class("kwnb-guide")
         self._make_tabs(count)
         self.overview = widgets.HTML()
+        # Hidden until the first PNG, as the curves' image (curves_view.py).
         self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
                                                                           margin="2px 0", display="none"))
-        # Hidden until the first PNG (an empty Image is a broken-image icon); never drawn wider than
-        # the PNG itself, which would blur it.
-        self.curves = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", align_self="flex-start",
-                                                                        margin="2px 0", display="none"))
-        self.curves_note = widgets.HTML("<i>Curves appear once the chief reports a step or an epoch.</i>")
+        self.curves, self.curves_note = self._curves.image, self._curves.note
         # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short. Where the
         # widgets render, this style also hides their static account (a page without them never gets the rule).
         tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
@@ -153,7 +138,7 @@ class Dashboard:
             for i in range(len(run.tasks)):
                 if i == self.tabs.selected_index or run.done:  # a hidden tab: when it is shown
                     self._refresh_tab(i)
-            self._refresh_curves(run, force_curves)
+            self._curves.refresh(run, force_curves)
             self._refresh_timeline(run, force_curves and run.done)  # at the first display there is nothing to draw yet
 
     def _refresh_tab(self, i: int | None) -> None:
@@ -206,37 +191,6 @@ class Dashboard:
         self._timeline_at = now
         self._timeline_gap = max(TIMELINE_SECONDS, (time.thread_time() - cpu) / CURVES_CPU_SHARE)
 
-    def _refresh_curves(self, run, force: bool) -> None:
-        chief = run.chief
-        key = (len(chief.epochs), len(chief.steps), chief.steps[-1]["step"] if chief.steps else None,
-               sum(len(task.epochs) for task in run.tasks if task.task_type == "evaluator"))
-        now = time.monotonic()
-        if key == self._curves_key or (not force and now - self._curves_at < self._curves_gap):
-            return
-        # A past run, or a live one at its end: the PNG its run saved (the same lines), not drawn again.
-        saved = run.curves_path if run.past or run.done else None
-        png, cost = (saved.read_bytes(), 0.0) if saved else self._draw_live_curves(run)
-        if png is None:
-            return
-        self.curves.value = png
-        self.curves.layout.display = None
-        self.curves_note.value = ""
-        self._curves_key, self._curves_at = key, now
-        self._curves_gap = curves_gap(cost)
-
-    def _draw_live_curves(self, run) -> tuple[bytes | None, float]:
-        """The chief's curves and the CPU seconds they cost: drawn by the kernel's painter (pictures/painter.py),
-        so the kernel never imports matplotlib; here, with LiveCurves, where the painter cannot draw."""
-        series = run_series(run)
-        if not curve_lines(series):  # nothing to draw yet: no need to wait for the painter's start
-            return None, 0.0
-        drawn = live_curves_png(self.display_id, self._live_curves.title, series)
-        if drawn is not None:
-            return drawn
-        load_drawing()  # a one-off, not the redraw's cost: outside the measured time
-        cpu = time.thread_time()
-        return self._live_curves.png(series), time.thread_time() - cpu
-
     @staticmethod
     def _set(widget, name: str, value) -> None:
         if getattr(widget, name) != value:  # unchanged values send nothing to the browser
@@ -260,6 +214,7 @@ class Dashboard:
             if self._final_sent:
                 return
             self._final_sent = True
+            self._curves.settle(DRAW_TIMEOUT)  # a live draw still going: its picture is not the end's
             self.refresh(force_curves=True)
             forget_live_curves(self.display_id)
             if self._shown:

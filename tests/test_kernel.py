@@ -26,18 +26,29 @@ SCRIPT = (Path(__file__).parent / "scripts" / "keras_fit.py").read_text()
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
+# A TensorBoard callback: the kernel reads the run's event files, and its first read imports TensorFlow mid-run
+# (test_tensorflow_start_up_lines_never_reach_the_wait_cell, which once made a run of its own: about 26 s).
+TENSORBOARD_FIT = SCRIPT.replace(
+    "m.fit(ds, epochs=3, steps_per_epoch=20, verbose=verbose)",
+    "logs = 'logs' if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 0 else 'logs-worker'\n"
+    "m.fit(ds, epochs=3, steps_per_epoch=20, verbose=verbose, callbacks=[tf.keras.callbacks.TensorBoard(logs)])")
+
+
 @pytest.fixture(scope="module")
 def executed_in(tmp_path_factory):
     folder = tmp_path_factory.mktemp("kernel")
     cells = [
         "%load_ext kwnb",
-        "%%kw_worker main.py -n 2 --args 1\n" + SCRIPT,
+        "%%kw_worker main.py -n 2 --args 1\n" + TENSORBOARD_FIT,
         "import kwnb\nprint('run is', 'done' if kwnb.get_run('main').done else 'still going')",
         "%kw_wait main",
         "print(kwnb.get_run('main').exit_codes, [r['epoch'] for r in kwnb.get_run('main').history()])",
         ACCOUNT.format(run="kwnb.get_run('main')"),
+        "import sys\nprint('tensorflow' in sys.modules, [r['epoch'] for r in kwnb.get_run('main').history()])",
     ]
-    return execute(cells, folder), folder
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTEST_CURRENT_TEST", raising=False)  # else ipykernel forwards no descriptor-2 output, as under pytest
+        return execute(cells, folder), folder
 
 
 # What a run shows of itself, printed the same way from the live run and from the reopened one.
@@ -219,25 +230,15 @@ def test_a_restarted_kernel_reopens_the_run(executed_in):
     assert shown_account["data"]["text/html"].count("data:image/png;base64,") == 2
 
 
-TENSORBOARD_FIT = SCRIPT.replace(
-    "m.fit(ds, epochs=3, steps_per_epoch=20, verbose=verbose)",
-    "logs = 'logs' if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 0 else 'logs-worker'\n"
-    "m.fit(ds, epochs=3, steps_per_epoch=20, verbose=verbose, callbacks=[tf.keras.callbacks.TensorBoard(logs)])")
-
-
-def test_tensorflow_start_up_lines_never_reach_the_wait_cell(tmp_path, monkeypatch):
-    """A TensorBoard callback: the kernel reads its event files, and its first read imports TensorFlow mid-run,
+def test_tensorflow_start_up_lines_never_reach_the_wait_cell(executed):
+    """The run's TensorBoard callback: the kernel reads its event files, and its first read imports TensorFlow mid-run,
     whose C++ start-up lines landed as red stderr in the %kw_wait cell (issue 29), or in whichever cell ran then. The kernel never imported
     TensorFlow before (no cell does), as in a learner's notebook that only launches and waits."""
-    assert "m.fit(ds, epochs=3, steps_per_epoch=20, verbose=verbose, callbacks" in TENSORBOARD_FIT
-    cells = ["%load_ext kwnb", "%%kw_worker main.py -n 2 --args 2\n" + TENSORBOARD_FIT, "%kw_wait main",
-             "import sys, kwnb\nprint('tensorflow' in sys.modules, [r['epoch'] for r in kwnb.get_run('main').history()])"]
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # else ipykernel forwards no descriptor-2 output, as under pytest
-    executed = execute(cells, tmp_path)
-    assert "kwnb run 'main': finished" in text_of(executed.cells[2])
+    assert "callbacks=[tf.keras.callbacks.TensorBoard(logs)]" in TENSORBOARD_FIT
+    assert "kwnb run 'main': finished" in text_of(executed.cells[3])
     stderr = [(i, o) for i, cell in enumerate(executed.cells) for o in cell.outputs if o.get("name") == "stderr"]
-    assert stderr == [], stderr  # the %kw_wait cell's, or the next one's where the first read comes later
-    assert text_of(executed.cells[3]).strip() == "True [0, 1, 2]"  # the kernel did import it, and read the curves
+    assert stderr == [], stderr  # the %kw_wait cell's, or a later one's where the first read comes later
+    assert text_of(executed.cells[6]).strip() == "True [0, 1, 2]"  # the kernel did import it, and read the curves
 
 
 def test_a_last_cell_that_only_waits_keeps_the_final_account(tmp_path):

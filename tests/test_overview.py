@@ -1,5 +1,5 @@
-"""The whole cluster at a glance: phases, the overview, the timeline and quiet logs, on a real run
-where worker 1 joins 30 s late (tests/scripts/diagnose_fit.py late)."""
+"""The whole cluster at a glance: phases, the overview, the timeline and quiet logs, and the diagnosis of the
+wait, on a real run where worker 1 joins 30 s late (tests/scripts/diagnose_fit.py late)."""
 from __future__ import annotations
 
 import time
@@ -25,18 +25,21 @@ def late_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("overview")
     run = kwnb.launch(SCRIPT, n=2, name="late", args="late", runs_dir=base / "runs", cwd=base)
     seen = []  # (phase of worker 0, phase of worker 1, overview html) while it runs
+    waiting = []  # the first waiting_for_peers diagnoses and when the chief's wait began (None once it ends)
     while not run.done:
         snapshot = run.snapshot()
         seen.append((snapshot.tasks[0].phase, snapshot.tasks[1].phase, overview_html(snapshot, snapshot.diagnoses, badge)))
+        waiting_at = run.workers[0].signals.waiting_at  # read first: the wait may end (and the diagnosis go) between
+        waiting = waiting or [(d, waiting_at) for d in run.diagnoses if d.kind == "waiting_for_peers"]
         time.sleep(0.5)
     assert run.wait() == [0, 0], run.summary()
     assert pictures_ready(run)  # timeline.png follows the run's end (issue 31)
-    return run, seen
+    return run, seen, waiting
 
 
 @pytest.mark.slow
 def test_phases_say_who_waited_for_whom(late_run):
-    run, seen = late_run
+    run, seen, _ = late_run
     assert ("joining", "starting") in [(a, b) for a, b, _ in seen]  # the chief waits while worker 1 starts
     chief, late = (task.vitals.time_in(until=task.ended_at) for task in run.workers)
     assert chief["joining"] > 20 and late["starting"] > 25 and late.get("joining", 0) < 5
@@ -47,8 +50,19 @@ def test_phases_say_who_waited_for_whom(late_run):
 
 
 @pytest.mark.slow
+def test_a_late_worker_is_named_while_the_chief_waits_and_forgotten_once_it_joins(late_run):
+    """(From tests/test_diagnose.py: this run is the same late worker, and one run saves about 35 s.)"""
+    run, _, waiting = late_run
+    assert waiting, run.summary()
+    waiting, waiting_at = waiting[0]
+    assert waiting.task == 1 and "worker 0 has waited" in waiting.message and "is still starting" in waiting.message
+    assert waiting.since - waiting_at < 15
+    assert run.diagnoses == []
+
+
+@pytest.mark.slow
 def test_the_overview_shows_every_task_with_phase_rate_and_memory(late_run):
-    run, seen = late_run
+    run, seen, _ = late_run
     waiting = next(html for a, _, html in seen if a == "joining")
     assert waiting.count("<tr>") == 3 and "waiting for peers" in waiting and " MiB" in waiting
     assert "&#9888; worker 1" in next(html for _, _, html in reversed(seen) if "&#9888;" in html)
@@ -60,7 +74,7 @@ def test_the_overview_shows_every_task_with_phase_rate_and_memory(late_run):
 
 @pytest.mark.slow
 def test_the_timeline_is_saved_with_the_run(late_run):
-    run, _ = late_run
+    run, _, _ = late_run
     png = run.dir / "timeline.png"
     assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
     assert f"timeline: {png}" in run.summary()
@@ -68,7 +82,7 @@ def test_the_timeline_is_saved_with_the_run(late_run):
 
 @pytest.mark.slow
 def test_runtime_lines_are_folded_but_kept(late_run):
-    run, _ = late_run
+    run, _, _ = late_run
     chief = run.workers[0]
     assert chief.runtime_lines > 5
     quiet, everything = run.logs(0), run.logs(0, all=True)

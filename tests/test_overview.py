@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from PIL import Image
 
 import kwnb
 from kwnb.engine.records.summary import overview_lines, rate_text
@@ -14,7 +15,7 @@ from kwnb.engine.tasks.vitals import Vitals
 from kwnb.notebook.overview import badge
 from kwnb.notebook.task_tab import fold_label, log_html
 from kwnb.notebook.overview import overview_html
-from kwnb.pictures.timeline import segments
+from kwnb.pictures.timeline import PHASE_COLOURS, segments
 from kwnb.pictures.outputs import pictures_ready
 
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
@@ -72,11 +73,19 @@ def test_the_overview_shows_every_task_with_phase_rate_and_memory(late_run):
     assert "joining" in row and "training" in row and "MiB" in row
 
 
+def rgb(hex_colour: str) -> tuple[int, int, int]:
+    return tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
 @pytest.mark.slow
 def test_the_timeline_is_saved_with_the_run(late_run):
     run, _, _ = late_run
     png = run.dir / "timeline.png"
-    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
+    assert png.read_bytes().startswith(b"\x89PNG")
+    colours = {colour for _, colour in Image.open(png).convert("RGB").getcolors(1 << 16)}
+    # A lane per task, each phase in its colour: the late worker 1 joined, so both "joining" and "training" show.
+    assert {rgb(PHASE_COLOURS[phase]) for phase in ("joining", "training")} <= colours
+    assert Image.open(png).size[1] >= round((0.42 * 2 + 1.25) * 90)
     assert f"timeline: {png}" in run.summary()
 
 

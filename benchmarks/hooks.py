@@ -64,6 +64,7 @@ def patched(hook: Hook, value):
 
 
 DASHBOARD, RUN, TASK = "kwnb.notebook.dashboard", "kwnb.engine.live.run", "kwnb.engine.tasks.task"
+CURVES = "kwnb.notebook.curves_view"
 SUPERVISOR = "kwnb.engine.live.supervisor"
 SCREEN, WARM, LOCAL = "kwnb.engine.readers.screen", "kwnb.backends.warm", "kwnb.backends.local"
 
@@ -74,7 +75,8 @@ DASHBOARD_REFRESH = Hook(DASHBOARD, "Dashboard.refresh", ("logpath", "profile"),
                          "wrapped in the kernel: when a line first shows in the log widget; the dashboard's CPU")
 DASHBOARD_LOGS = Hook(DASHBOARD, "Dashboard.logs", ("logpath",), "the log widgets whose HTML the latency wrapper reads")
 DASHBOARD_RUN = Hook(DASHBOARD, "Dashboard.run", ("logpath",), "the latency wrapper times only the run named 'latency'")
-DASHBOARD_CURVES = Hook(DASHBOARD, "Dashboard._refresh_curves", ("profile",), "wrapped: the curves' CPU")
+DASHBOARD_CURVES = Hook(CURVES, "CurvesView._draw_png", ("profile",),
+                        "wrapped: the curves' CPU, in the thread that draws them (not the dashboard's since 2026-11-26)")
 RUN_SUPERVISE = Hook(SUPERVISOR, "Supervisor.supervise", ("profile",), "wrapped: the supervisor thread's CPU")
 RUN_REFRESH = Hook(RUN, "Run.refresh", ("profile",), "wrapped: one supervisor poll's CPU")
 RUN_FINISH = Hook(SUPERVISOR, "Supervisor._finish", ("profile",),
@@ -86,10 +88,10 @@ FOLLOWER_READ = Hook("kwnb.engine.readers.follow", "FileFollower.read_new", ("pr
 SCREEN_FEED = Hook(SCREEN, "TerminalScreen.feed_text", ("profile",), "wrapped, and called alone: the screen")
 METRICS_FEED = Hook("kwnb.engine.readers.metrics", "MetricsParser.feed", ("profile",),
                     "wrapped, and called alone: the metrics parser")
-LIVE_CURVES = Hook(DASHBOARD, "LiveCurves", ("patches",),
+LIVE_CURVES = Hook(CURVES, "LiveCurves", ("patches",),
                    "replaced by the curves as drawn before LiveCurves, for section 5's A/B (profile.kernel_ab)")
-CURVES_CPU_SHARE = Hook(DASHBOARD, "CURVES_CPU_SHARE", ("patches",), "uncapped for the same A/B")
-LIVE_CURVES_PNG = Hook(DASHBOARD, "live_curves_png", ("patches",),
+CURVES_CPU_SHARE = Hook(CURVES, "CURVES_CPU_SHARE", ("patches",), "uncapped for the same A/B")
+LIVE_CURVES_PNG = Hook(CURVES, "live_curves_png", ("patches",),
                        "answers None for the same A/B: its before side draws in the kernel, as before the painter")
 
 # Called or read from the kernel's cells, or by name from the benchmarks' own process.

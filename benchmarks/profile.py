@@ -153,7 +153,7 @@ KERNEL_FUNCTIONS = [
     (TASK_OBSERVE, "    Task.observe: log reads, poll, port probe (kwnb/engine/tasks/task.py)"),
     (RUN_FINISH, "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/run.py)"),
     (DASHBOARD_REFRESH, "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),
-    (DASHBOARD_CURVES, "  Dashboard._refresh_curves: matplotlib PNG (kwnb/notebook/dashboard.py)"),
+    (DASHBOARD_CURVES, "CurvesView._draw_png: the curves, in a thread of their own (kwnb/notebook/curves_view.py)"),
 ]
 WRAPPED = [(hook.module, hook.owner, hook.name, label) for hook, label in KERNEL_FUNCTIONS]
 

@@ -198,11 +198,19 @@ def unfold_and_fold_again(page, record: dict, started: float) -> None:
     so that the screenshots after this show the quiet log a learner sees by default."""
     toggle = page.locator(f"{DASHBOARD} .widget-toggle-button:visible").first
     record["folded"] = sample(page, record, started)
+    # The log and the toggle's words are two widgets, so two messages: unfolding, the words change first;
+    # folding, the log does (notebook/dashboard.py). Each state is sampled once both have arrived.
     toggle.click()
-    record["unfolded"] = sample_until(page, record, started, lambda s: "I0000" in (s["visible_log"] or ""))
+    record["unfolded"] = sample_until(page, record, started, lambda s: "I0000" in (s["visible_log"] or "")
+                                      and _toggle_says(s, "shown - hide"))
     toggle.click()
-    record["refolded"] = sample_until(page, record, started, lambda s: "I0000" not in (s["visible_log"] or "I0000"))
+    record["refolded"] = sample_until(page, record, started, lambda s: "I0000" not in (s["visible_log"] or "I0000")
+                                      and _toggle_says(s, "hidden - show"))
     toggle.blur()  # no focus ring in the screenshots that follow
+
+
+def _toggle_says(snapshot: dict, words: str) -> bool:
+    return next((f["text"] for f in snapshot["folds"] if f["shown"]), "").endswith(words)
 
 
 def narrow(page, frontend: Frontend, record: dict) -> None:

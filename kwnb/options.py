@@ -38,6 +38,10 @@ LAUNCH_ARGUMENTS: list[tuple[tuple, dict]] = [
     (("--on-failure",), dict(choices=ON_FAILURE, default=DEFAULTS.on_failure,
                              help="when a task fails: stop the others after a grace period (default), "
                                   "keep them running, or restart the cluster")),
+    (("--failure-grace",), dict(type=float, default=DEFAULTS.failure_grace, metavar="SECONDS",
+                                 help="with --on-failure stop: how long the others may go on after a task failed, "
+                                      "time to say what they saw (default "
+                                      f"{DEFAULTS.failure_grace:g}; TensorFlow sometimes needs its 10 s heartbeat)")),
     (("--max-restarts",), dict(type=int, default=DEFAULTS.max_restarts, metavar="K",
                                 help="restarts allowed with --on-failure restart")),
     (("--stall-after",), dict(type=float, default=DEFAULTS.stall_after, metavar="SECONDS",
@@ -74,6 +78,8 @@ def launch_options(namespace: argparse.Namespace) -> dict:
     """Keyword arguments for `kwnb.launch` from parsed options."""
     if namespace.max_restarts < 0:
         raise OptionError(f"--max-restarts must be 0 or more, not {namespace.max_restarts}")
+    if not namespace.failure_grace >= 0:
+        raise OptionError(f"--failure-grace must be 0 or more seconds, not {namespace.failure_grace}")
     backend_options = {key: getattr(namespace, key) for key in
                        (argument_dest(args, kwargs) for args, kwargs in backend_arguments())}
     return dict(
@@ -87,6 +93,7 @@ def launch_options(namespace: argparse.Namespace) -> dict:
         python=namespace.python,
         args=namespace.args.strip("\"'") if namespace.args else "",
         on_failure=namespace.on_failure,
+        failure_grace=namespace.failure_grace,
         max_restarts=namespace.max_restarts,
         gpus=namespace.gpus,
         stall_after=namespace.stall_after,

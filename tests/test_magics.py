@@ -40,6 +40,7 @@ BAD = [
     ("missing_dir/main.py", "cannot write missing_dir/main.py"),
     ("main.py --on-failure maybe", "invalid choice: 'maybe'"),
     ("main.py --max-restarts -2", "--max-restarts must be 0 or more"),
+    ("main.py --failure-grace -1", "--failure-grace must be 0 or more seconds"),
 ]
 
 
@@ -74,9 +75,16 @@ def test_syntax_error_names_the_line_and_leaves_the_old_file(ip, in_tmp):
 def test_help_documents_every_option(ip):
     doc = ip.find_cell_magic("kw_worker").__doc__
     for option in ["-n", "--name", "--wait", "--timeout", "--env", "--python", "--args", "--ps", "--chief", "--evaluator",
-                   "--on-failure", "--max-restarts"]:
+                   "--on-failure", "--failure-grace", "--max-restarts"]:
         assert option in doc
     assert "this long after its tasks started (time a scheduler keeps them queued" in " ".join(doc.split())
+
+
+def test_failure_grace_reaches_the_run(ip, in_tmp):
+    """How long the others may go on after a task failed (notebook 06 gives TensorFlow its 10 s heartbeat)."""
+    run = ip.run_cell_magic("kw_worker", "main.py -n 1 --failure-grace 12.5", "print('hello')\n")
+    assert run.wait(60) == [0] and run.failure_grace == 12.5
+    assert ip.run_cell_magic("kw_worker", "main.py -n 1", "print('hello')\n").failure_grace == 5.0
 
 
 def test_run_end_to_end_in_a_shell(ip, in_tmp, capsys):

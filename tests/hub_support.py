@@ -25,6 +25,8 @@ from pathlib import Path
 import portpicker
 import psutil
 
+import readable_copy
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 CONFIG = TESTS / "hub_config.py"
@@ -242,36 +244,18 @@ def start(learners: int = 3, mem_limit: str = "2G", cpu_limit: float = 1, timeou
     return hub
 
 
-def _blocked_folders() -> list[tuple[Path, str]]:
-    """The folders on the way to the Python that other users cannot enter, each with the entry the learners need."""
-    blocked = []
-    for needed in (Path(os.path.realpath(sys.executable)), Path(sys.prefix).resolve(), ROOT):
-        for folder in needed.parents:
-            if folder != Path("/") and not folder.stat().st_mode & 0o001:
-                blocked.append((folder, needed.relative_to(folder).parts[0]))
-    return sorted(set(blocked))
-
-
 def _reach_python(folder: Path) -> list[str]:
-    """A prefix that starts the hub in a mount namespace of its own where the learners can reach the Python.
-
-    Where it lives under a folder they cannot enter (pyenv under /root, mode 700, on the test machine), the
-    hub's namespace mounts a tmpfs of mode 711 over that folder with only the needed entry bound back in;
-    the machine's own folders keep their modes, and the namespace ends with the hub's processes.
-    """
-    blocked = _blocked_folders()
-    if not blocked:
+    """A prefix that starts the hub in a mount namespace of its own where the learners can reach the Python
+    and this checkout (pyenv under /root, mode 700, on the test machine; a clone in a mode-700 folder):
+    readable_copy.reach_steps."""
+    steps = readable_copy.reach_steps([Path(sys.executable), Path(sys.prefix), ROOT], folder)
+    if not steps:
         return []
     if shutil.which("unshare") is None:
+        blocked = readable_copy.closed_folders([Path(sys.executable), Path(sys.prefix), ROOT])
         raise HubUnavailable(f"the learners cannot enter {blocked[0][0]} to reach the Python, and there is no "
                              "unshare to give them a way in")
-    steps = []
-    for number, (closed, entry) in enumerate(blocked):
-        hidden = folder / f"hidden{number}"
-        steps.append(f"mkdir -p {hidden} && mount --bind {closed} {hidden} && "
-                     f"mount -t tmpfs -o mode=711 kwnb-hub {closed} && mkdir {closed / entry} && "
-                     f"mount --bind {hidden / entry} {closed / entry}")
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", " && ".join(steps) + ' && exec "$@"', "sh"]
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", steps + ' && exec "$@"', "sh"]
 
 
 def _wait_answering(hub: Hub, timeout: float) -> None:

@@ -1,9 +1,11 @@
-"""A copy of kwnb's source that any user can read, for tests that run code as another user.
+"""What another user needs to run code from this checkout, for tests that run code as another user.
 
 A newcomer may clone into a directory other users cannot enter (a clone under /root, or under
 `mktemp -d`: mode 700). User 65534 then cannot import kwnb from the checkout, whatever the files'
 own modes, and neither from a venv inside it. So such a test runs the system's Python on a copy of
-the package's .py files (about 0.5 MB), made in the first temporary directory every user can enter.
+the package's .py files (about 0.5 MB), made in the first temporary directory every user can enter
+(`copy_for_everyone`); the venv's packages, too many to copy (about 2 GB with TensorFlow), are reached
+in a mount namespace of the test's own that opens a way through each closed folder (`reach_steps`).
 """
 from __future__ import annotations
 
@@ -54,6 +56,33 @@ def copy_for_everyone(package: Path) -> Iterator[Path | None]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def closed_folders(needed: list[Path]) -> list[tuple[Path, str]]:
+    """The folders on the way to each needed path that other users cannot enter, each with the entry below it
+    that leads on."""
+    closed = []
+    for path in needed:
+        path = Path(os.path.realpath(path))
+        for folder in path.parents:
+            if folder != Path("/") and not folder.stat().st_mode & stat.S_IXOTH:
+                closed.append((folder, path.relative_to(folder).parts[0]))
+    return sorted(set(closed))
+
+
+def reach_steps(needed: list[Path], scratch: Path) -> str:
+    """Shell steps, to run as root in a mount namespace of one's own (`unshare --mount --propagation private`),
+    after which other users can reach every needed path ("" where they can already).
+
+    Each closed folder gets a tmpfs of mode 711 over it with only the entry that leads on bound back in: the
+    machine's own folders keep their modes, and the way ends with the namespace's processes."""
+    steps = []
+    for number, (closed, entry) in enumerate(closed_folders(needed)):
+        hidden = Path(scratch) / f"hidden{number}"
+        steps.append(f"mkdir -p {hidden} && mount --bind {closed} {hidden} && "
+                     f"mount -t tmpfs -o mode=711 kwnb-reach {closed} && mkdir {closed / entry} && "
+                     f"mount --bind {hidden / entry} {closed / entry}")
+    return " && ".join(steps)
 
 
 def _only_python(directory: str, names: list[str]) -> list[str]:

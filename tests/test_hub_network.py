@@ -255,11 +255,17 @@ def run_as_learner(learner, tun_mode_600: bool, *args: str) -> dict:
            "TF_CPP_MIN_LOG_LEVEL": "2", **HUB}  # no PYTHONDONTWRITEBYTECODE: AutoGraph's __pycache__ is written
     become = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
               learner_python(), "-c", AS_LEARNER, str(copy), str(work), *args]
-    if tun_mode_600:  # the real device node, mode 600, over /dev/net/tun in this mount namespace only
+    # In a mount namespace of this test's own: a way through the folders the learner cannot enter to this
+    # venv's packages (a clone in a mode-700 folder), and with tun_mode_600 the real device node, mode 600,
+    # over /dev/net/tun; the rest of the machine keeps its folders and device as they are.
+    steps = [readable_copy.reach_steps([Path(path) for path in site.getsitepackages()], copy / "reach")]
+    if tun_mode_600:
         node = copy / "tun"
         os.mknod(node, 0o600 | 0o020000, os.makedev(10, 200))
+        steps.append(f"mount --bind {node} /dev/net/tun")
+    if any(steps):
         become = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                  'mount --bind "$1" /dev/net/tun && shift && exec "$@"', "sh", str(node), *become]
+                  " && ".join(step for step in steps if step) + ' && exec "$@"', "sh", *become]
     done = subprocess.run(become, capture_output=True, text=True, timeout=400, env=env, cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])

@@ -1,7 +1,8 @@
 """Public corpus programs, made at run time from a local snapshot of their repository: none of their code is
-in this repository (the workplace keeps fetched code out of commits), only where it is and the few edits that
-make it small and offline. A snapshot is a bare git directory under $KWNB_CORPUS_SNAPSHOTS (default
-/work/.mirror/<owner>+<name>/repo, where the session's `fetch` puts it); without it the entry is unavailable.
+in this repository (their licences and size keep it out), only where it is and the few edits that make it
+small and offline. A snapshot is a bare git directory `$KWNB_CORPUS_SNAPSHOTS/<owner>+<name>/repo` holding the
+pinned commit (docs/testing.md, "The corpus", says how to make one); without it the entry is unavailable
+and its test skips saying so.
 """
 from __future__ import annotations
 

@@ -101,7 +101,8 @@ def test_every_option_is_shown_by_the_magics_help_kwnb_run_help_and_help_of_laun
     for name, parameter in launch_parameters().items():
         assert f" {name} (" in flat, name  # each keyword documented, as `name (its flags, or from Python only): ...`
     assert "cwd (from Python only): the tasks' working directory" in flat
-    assert "-- " in terminal and "--epochs 3" in magic and "after their `--` are `args`" in flat
+    assert "[-- SCRIPT_ARGS ...]" in terminal and "main.py -n 2 -- --epochs 3" in " ".join(magic.split())
+    assert "the words after their `--` are `args` here" in flat
 
 
 def test_a_new_option_is_one_field(monkeypatch):

@@ -3,8 +3,8 @@
 Each field of LaunchSettings is an option: its default, its help and, for those a learner sets from
 `%%kw_worker` and `kwnb run`, its flags and metavar (`option`, as ipyparallel's `Integer(5, config=True,
 help=...)`); the others (`python_only`) are for Python callers of `kwnb.launch`. kwnb/options.py makes the
-magic's and the CLI's arguments by walking these fields; kwnb/api.py's `launch` lists them as its keywords
-(a test holds the two together). A new option is one field here, read where it is applied.
+magic's and the CLI's arguments by walking these fields, kwnb/api.py `launch`'s signature and docstring
+(tests/test_settings.py holds the three together). A new option is one field here, read where it is applied.
 
 Checked when made: a LaunchSettings that exists is one whose every field passes its own check.
 """

@@ -13,23 +13,21 @@ from .engine.readers.output import Lines
 from .engine.tasks.status import Status
 from .errors import KwnbError
 from .export import add_export_arguments, export_options, export_run, write_manifest
-from .options import add_launch_arguments, launch_options
+from .options import CLUSTER_SHAPE, SCRIPT_ARGS_HELP, add_launch_arguments, launch_options, split_script_args
 from .task.runfolder import find_run_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kwnb", description="Run multi-worker TensorFlow training locally.")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="start SCRIPT on N local workers and follow it to the end")
+    run = commands.add_parser("run", help="start SCRIPT on N local workers and follow it to the end",
+                              usage="kwnb run [options] SCRIPT [-- SCRIPT_ARGS ...]", epilog=SCRIPT_ARGS_HELP)
     run.add_argument("script")
     add_launch_arguments(run)
     run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     run.add_argument("--all", action="store_true", help="also print TensorFlow's runtime lines (I0000 ..., oneDNN)")
     config = commands.add_parser("tf-config", help="print the TF_CONFIG each task of a local cluster gets")
-    config.add_argument("-n", "--workers", type=int, default=2, metavar="N")
-    config.add_argument("--ps", type=int, default=0, metavar="K")
-    config.add_argument("--chief", action="store_true", help="with a chief task besides the workers")
-    config.add_argument("--evaluator", action="store_true", help="with a sidecar evaluator, outside the cluster")
+    add_launch_arguments(config, CLUSTER_SHAPE)
     config.add_argument("--index", type=int, default=None, metavar="I", help="only task I (0 is the chief)")
     export = commands.add_parser("export", help="write Kubernetes objects for a run: an Indexed Job (--to job) or a Kubeflow TFJob (--to tfjob)")
     export.add_argument("run", help="run folder, or run name (its newest folder in .kwnb/runs or $KWNB_RUNS_DIR)")
@@ -37,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
     doctor = commands.add_parser("doctor", help="check that a run can work here, and how well: one line per check, each "
                                  "warning with its fix; exit code 1 when a run could not work")
-    doctor.add_argument("--python", default=None, metavar="PATH", help="the Python the tasks would run (default: this one)")
+    add_launch_arguments(doctor, ("python",))
     runs = commands.add_parser("runs", help="list the runs on disk (.kwnb/runs or $KWNB_RUNS_DIR), newest first")
     runs.add_argument("--all", action="store_true", help="every run folder, not only the newest of each name")
     show = commands.add_parser("show", help="print the summary of a past run (a run name or a run folder)")
@@ -145,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    own, script_args = split_script_args(argv) if argv[:1] == ["run"] else (argv, [])
+    args = build_parser().parse_args(own)
     if args.command == "export":
         return export_command(args)
     if args.command == "doctor":
@@ -158,7 +158,7 @@ def _main(argv: list[str] | None) -> int:
         return past_command(args)
     try:
         if args.command == "tf-config":
-            for config in tf_configs(args.workers, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):
+            for config in tf_configs(args.n, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):
                 print(json.dumps(config))
             return 0
         from .api import launch
@@ -167,7 +167,7 @@ def _main(argv: list[str] | None) -> int:
         use_tensorflow_stub()  # reading event files then needs no TensorFlow in this process (0.2 s, not 2.5)
 
         terminal = None if args.quiet else TerminalOutput(all=args.all)
-        run = launch(args.script, **launch_options(args), outputs=[terminal] if terminal else [])
+        run = launch(args.script, **launch_options(args, script_args), outputs=[terminal] if terminal else [])
     except KwnbError as error:
         print(f"kwnb: {error}", file=sys.stderr)
         return 2

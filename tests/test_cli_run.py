@@ -71,3 +71,19 @@ def test_each_log_is_read_by_one_reader(tmp_path, capsys, monkeypatch):
     logs = {path: count for path, count in followed.items() if path.endswith(".log")}
     assert len(logs) == 2 and set(logs.values()) == {1}, followed
     assert len(prefixed(out)) == 4
+
+
+def test_the_words_after_a_double_dash_and_args_reach_the_script(tmp_path, capsys, monkeypatch):
+    """`kwnb run main.py -- --lr 0.1` passes what follows `--` to the script, as `--args "--lr 0.1"` still does."""
+    (tmp_path / "argv.py").write_text("import sys\nprint('argv', sys.argv[1:])\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.notf", None)  # as in run_cli
+    del sys.modules["tensorboard.compat.notf"]
+    said = []
+    for words in (["--", "--lr", "0.1", "two words"], ["--args", "--lr 0.2"]):
+        assert cli.main(["run", "argv.py", "-n", "1", "--network", "host", *words]) == 0
+        said += [line for line in capsys.readouterr().out.splitlines() if line.startswith("[worker 0] argv")]
+    assert said == ["[worker 0] argv ['--lr', '0.1', 'two words']", "[worker 0] argv ['--lr', '0.2']"]
+    assert cli.main(["run", "argv.py", "--args", "--lr 0.2", "--", "--lr", "0.1"]) == 2
+    assert "after -- or with --args, not both" in capsys.readouterr().err

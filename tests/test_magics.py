@@ -41,6 +41,7 @@ BAD = [
     ("main.py --on-failure maybe", "invalid choice: 'maybe'"),
     ("main.py --max-restarts -2", "--max-restarts must be 0 or more"),
     ("main.py --failure-grace -1", "--failure-grace must be 0 or more seconds"),
+    ("main.py --args x -- y", "after -- or with --args, not both"),
 ]
 
 
@@ -85,6 +86,18 @@ def test_failure_grace_reaches_the_run(ip, in_tmp):
     run = ip.run_cell_magic("kw_worker", "main.py -n 1 --failure-grace 12.5", "print('hello')\n")
     assert run.wait(60) == [0] and run.failure_grace == 12.5
     assert ip.run_cell_magic("kw_worker", "main.py -n 1", "print('hello')\n").failure_grace == 5.0
+
+
+def test_the_words_after_a_double_dash_and_args_reach_the_script(ip, in_tmp):
+    """`%%kw_worker main.py -n 1 -- --epochs 3` gives the script what follows `--`; `--args "..."` still works."""
+    cell = "import sys\nprint('argv', sys.argv[1:])\n"
+    dashed = ip.run_cell_magic("kw_worker", "main.py -n 1 --network host --name dashed -- --epochs 3 'two words' -n 2",
+                               cell)
+    quoted = ip.run_cell_magic("kw_worker", 'main.py -n 1 --network host --name quoted --args "--epochs 4"', cell)
+    assert dashed.wait(60) == [0] and quoted.wait(60) == [0]
+    assert len(dashed.workers) == 1 and dashed.args == ["--epochs", "3", "two words", "-n", "2"]
+    assert "argv ['--epochs', '3', 'two words', '-n', '2']" in dashed.logs(0)
+    assert "argv ['--epochs', '4']" in quoted.logs(0)
 
 
 def test_run_end_to_end_in_a_shell(ip, in_tmp, capsys):

@@ -39,7 +39,7 @@ SLURM_ARGUMENTS = (
     (("--partition",), dict(default=None, metavar="P", help="Slurm partition (--backend slurm)")),
     (("--nodes",), dict(type=int, default=None, metavar="K", help="Slurm nodes to spread the tasks over")),
     (("--time",), dict(default=None, metavar="LIMIT", help="Slurm time limit, e.g. 30 or 1:00:00")),
-    (("--sbatch-arg",), dict(action="append", default=[], metavar="ARG", dest="sbatch_args",
+    (("--sbatch-arg",), dict(action="append", default=None, metavar="ARG", dest="sbatch_args",
                              help="extra sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")),
 )
 

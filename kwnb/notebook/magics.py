@@ -12,6 +12,7 @@ from pathlib import Path
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.utils.process import arg_split  # how parse_argstring splits a line
 from IPython.display import Image, display
 
 from .. import api
@@ -19,23 +20,20 @@ from ..engine.live.cluster import tf_configs
 from ..errors import KwnbError
 from ..machine.sizes import format_size
 from ..export import EXPORT_ARGUMENTS, export_options, export_run, write_manifest
-from ..options import LAUNCH_ARGUMENTS, launch_options
+from ..options import CLUSTER_SHAPE, LAUNCH_ARGUMENTS, arguments, launch_options, split_script_args
 from ..task.runfolder import find_run_dir
 
 
 TASK_HELP = "task: its position (0 is the chief; default 0) or its name, e.g. worker:1 or ps:0"
 
 
-def _launch_arguments(func):
-    for args, kwargs in reversed(LAUNCH_ARGUMENTS):
-        func = argument(*args, **kwargs)(func)
-    return func
-
-
-def _export_arguments(func):
-    for args, kwargs in reversed(EXPORT_ARGUMENTS):
-        func = argument(*args, **kwargs)(func)
-    return func
+def _arguments(declared: list[tuple[tuple, dict]]):
+    """A magic's arguments from their declaration as (args, kwargs) pairs (kwnb/options.py, kwnb/export/)."""
+    def add(func):
+        for args, kwargs in reversed(declared):
+            func = argument(*args, **kwargs)(func)
+        return func
+    return add
 
 
 def _export_dir(name: str) -> Path:
@@ -108,18 +106,21 @@ class KwnbMagics(Magics):
     @cell_magic
     @magic_arguments()
     @argument("file", help="where to write the cell (e.g. main.py); the run's name defaults to its stem")
-    @_launch_arguments
+    @_arguments(LAUNCH_ARGUMENTS)
     @argument("--wait", action="store_true", help="block until the run ends, then print its summary")
     def kw_worker(self, line, cell):
         """Write the cell to FILE and run it on N workers, each with its own TF_CONFIG: local processes,
-        or one Slurm job with --backend slurm.
+        or one Slurm job with --backend slurm. The words after -- are the script's own arguments
+        (%%kw_worker main.py -n 2 -- --epochs 3), as with --args "--epochs 3".
 
         Returns at once with a live dashboard (a tab per worker: status, elapsed time, progress,
         log; the chief's curves), unless --wait. The run is also available as kwnb.get_run(NAME).
         """
-        args = self._parse(self.kw_worker, line)
+        own, _ = split_script_args(arg_split(line))  # split as every magic's line is (quotes kept)
+        _, script_args = split_script_args(arg_split(line, posix=True))  # the script's words, as a shell gives them
+        args = self.kw_worker.parser.parse_args(own)
         try:
-            options = launch_options(args)
+            options = launch_options(args, script_args)
             script = write_cell(args.file, cell)
             run = api.launch(script, files=list(self.job_files), **options)
         except KwnbError as error:
@@ -257,7 +258,7 @@ class KwnbMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("--python", default=None, metavar="PATH", help="the Python the tasks would run (default: the kernel's)")
+    @_arguments(arguments(("python",)))
     def kw_doctor(self, line):
         """Check that a run can work here, and how well (as `kwnb doctor`): TensorFlow and its companions, the
         session's limits, whether a 2-worker run fits, the warm pool, the network; each warning with its fix."""
@@ -335,16 +336,13 @@ class KwnbMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("-n", "--workers", type=int, default=2, metavar="N", help="number of workers")
-    @argument("--ps", type=int, default=0, metavar="K", help="number of parameter servers")
-    @argument("--chief", action="store_true", help="with a chief task (chief:0) besides the workers")
-    @argument("--evaluator", action="store_true", help="with a sidecar evaluator (evaluator:0), outside the cluster")
+    @_arguments(arguments(CLUSTER_SHAPE))
     @argument("--index", type=int, default=None, metavar="I", help="only the task at position I")
     def kw_tf_config(self, line):
         """Print the TF_CONFIG each task of a local cluster of this shape gets (ports free now)."""
         args = self._parse(self.kw_tf_config, line)
         try:
-            for config in tf_configs(args.workers, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):
+            for config in tf_configs(args.n, args.ps, args.index, chief=args.chief, evaluator=args.evaluator):
                 print(json.dumps(config, indent=None))
         except KwnbError as error:
             raise UsageError(str(error)) from None
@@ -352,7 +350,7 @@ class KwnbMagics(Magics):
     @line_magic
     @magic_arguments()
     @argument("name", help="a run of this kernel, or a run folder")
-    @_export_arguments
+    @_arguments(EXPORT_ARGUMENTS)
     @argument("-o", "--output", default=None, metavar="FILE", help="where to write (default: NAME-TARGET.yaml here, e.g. main-job.yaml)")
     def kw_export(self, line):
         """Write Kubernetes objects for a run: a plain Indexed Job and headless Service (--to job, no operator

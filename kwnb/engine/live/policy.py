@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import OptionError
 from ..tasks.roles import CHIEF_GRACE_SECONDS
 from ..tasks.status import Status
 from ..tasks.view import TaskView  # one task as the policy, the diagnoses and the views read it
@@ -22,15 +21,6 @@ STOP = "stop"  # stop every task that still runs, with a reason
 RELAUNCH = "relaunch"  # the same cluster on new ports (a port kwnb chose was taken)
 RESTART = "restart"  # restart the whole cluster (--on-failure restart)
 STOP_REST = "stop_rest"  # the chief task finished: stop the training tasks `stop` names, with a note (not the run)
-
-
-def check_options(on_failure: str, timeout: float | None, stall_after: float = 60.0) -> None:
-    if not isinstance(stall_after, (int, float)) or stall_after < 0:
-        raise OptionError(f"stall_after must be 0 (off) or a number of seconds, not {stall_after!r}")
-    if on_failure not in ON_FAILURE:
-        raise OptionError(f"on_failure must be one of {', '.join(ON_FAILURE)}, not {on_failure!r}")
-    if timeout is not None and timeout <= 0:
-        raise OptionError(f"timeout must be positive, not {timeout}")
 
 
 @dataclass(frozen=True)

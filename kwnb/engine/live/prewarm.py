@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import threading
 
-DEFAULT_TASKS = 2  # %%kw_worker's default -n
+from .settings import DEFAULTS
+
+DEFAULT_TASKS = DEFAULTS.n  # %%kw_worker's default -n
 
 
 def prewarm(count: int = DEFAULT_TASKS) -> threading.Thread | None:

@@ -80,7 +80,7 @@ def test_the_users_env_wins_but_gpu_placement_wins_over_it(tmp_path, monkeypatch
 
 
 def test_the_warm_pool_prepares_a_default_runs_environment(tmp_path, monkeypatch):
-    from kwnb.engine.live.prewarm import prewarm
+    from kwnb.backends.prewarm import prewarm
 
     monkeypatch.setenv("KWNB_WARM", "1")
     monkeypatch.delenv("TMPDIR", raising=False)
@@ -168,5 +168,5 @@ def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):
     session = {"PATH": "/usr/bin", "TF_CONFIG": "{}", "MPLBACKEND": "module://x", "TF_CPP_MIN_LOG_LEVEL": "0"}
     doctor.probe_python(sys.executable, session)
     assert [list(env.items()) for env in given] == [[
-        ("PATH", "/usr/bin"), ("MPLBACKEND", "module://x"), ("TF_CPP_MIN_LOG_LEVEL", "2"),
-        ("TF_USE_LEGACY_KERAS", "1"), ("CUDA_VISIBLE_DEVICES", "-1")]]
+        ("PATH", "/usr/bin"), ("MPLBACKEND", "Agg"), ("TF_CPP_MIN_LOG_LEVEL", "2"),
+        ("TF_USE_LEGACY_KERAS", "1"), ("PYTHONUNBUFFERED", "1"), ("CUDA_VISIBLE_DEVICES", "-1")]]

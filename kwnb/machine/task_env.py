@@ -1,6 +1,6 @@
-"""Every task's environment, declared and built here only: each variable kwnb gives a task is one row of
-COMMON or of its framework's (its name, what it is for, who sets it, how its value is made), and `task_environment` builds
-a task's whole environment from them. The engine (a run's tasks, any backend), the local launcher, the
+"""Every task's environment, declared and built here only: each variable kwnb gives a task is one row
+of COMMON or of its framework's (its name, what it is for, who sets it, how its value is made), and
+`task_environment` builds a task's whole environment from them. The engine (a run's tasks, any backend), the local launcher, the
 warm pool, the Slurm job, the Kubernetes exports and the doctor all take theirs from here, so a new
 variable for tasks is one row. A framework brings its own rows (TensorFlow: TF_USE_LEGACY_KERAS and
 TF_CONFIG); another framework would be another `Framework`, with its own cluster variable instead.
@@ -111,7 +111,7 @@ TENSORFLOW = Framework("tensorflow", (
 GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
 
 
-def _gpus(facts: TaskFacts, env) -> str | None:
+def _devices(facts: TaskFacts, env) -> str | None:
     if facts.placement:
         return facts.placement.devices[facts.position or 0]
     return None if facts.gpus else "-1"
@@ -136,9 +136,9 @@ def _temp(facts: TaskFacts, env) -> str | None:
     return None if env.get("TMPDIR") else private_folder()
 
 
-def _of_a_run(text: Callable[[TaskFacts], object]) -> Value:
+def _of_a_run(fact: Callable[[TaskFacts], object]) -> Value:
     """kwnb's own variables: only for a run's task (the warm pool and the doctor start none)."""
-    return lambda facts, env: None if facts.position is None else str(text(facts))
+    return lambda facts, env: None if facts.position is None else str(fact(facts))
 
 
 THREADS_SET_BY = "the local launcher and the warm pool, unless the session or the user set any of the three"
@@ -148,7 +148,7 @@ COMMON: tuple[Variable, ...] = (  # every framework's tasks get these
              "each line reaches the task's log (and `kubectl logs -f`) as it is printed",
              set_by="kwnb, for every task and pod", in_pods=True),
     Variable("MPLBACKEND", Step.DEFAULT, _always("Agg"), "the kernel's inline backend, inherited, means nothing in a task"),
-    Variable("CUDA_VISIBLE_DEVICES", lambda facts: Step.PLACEMENT if facts.placement else Step.DEFAULT, _gpus,
+    Variable("CUDA_VISIBLE_DEVICES", lambda facts: Step.PLACEMENT if facts.placement else Step.DEFAULT, _devices,
              "without --gpus none, as N tasks on one GPU would fight over its memory; with --gpus on this machine "
              "the task's share (place_gpus), over the user's own, which was the pool to choose from"),
     Variable(PARENT_PID_ENV, Step.TASK, _of_a_run(lambda facts: os.getpid()),
@@ -178,12 +178,16 @@ CLUSTER_VARIABLES = tuple(v.name for v in EVERY_VARIABLE if v.step == Step.CLUST
 
 
 # ----- the builder -------------------------------------------------------------------------------------
+def rows(framework: Framework | None = None) -> tuple[Variable, ...]:
+    """Every variable a task of `framework` (TensorFlow by default) may get, its framework's first in each step."""
+    return (*(framework or TENSORFLOW).variables, *COMMON)
+
+
 def added(env: Mapping[str, str], facts: TaskFacts, steps: Sequence[Step]) -> dict[str, str]:
     """The variables `steps` set on top of `env`, each step's values made from the environment before it."""
     env, made = dict(env), {}
-    rows = (*(facts.framework or TENSORFLOW).variables, *COMMON)  # the framework's first in each step
     for step in steps:
-        values = {v.name: value for v in rows if v.step_for(facts) == step
+        values = {v.name: value for v in rows(facts.framework) if v.step_for(facts) == step
                   if (value := v.value(facts, env)) is not None}
         env.update(values)
         made.update(values)
@@ -211,16 +215,23 @@ def temp_variables(env: Mapping[str, str]) -> dict[str, str]:
     return added(env, TaskFacts(), (Step.TEMP,))
 
 
-def pod_environment(user: Mapping[str, str]) -> dict[str, str]:
+def pod_environment(user: Mapping[str, str], framework: Framework | None = None) -> dict[str, str]:
     """A pod's (it inherits nothing): kwnb's variables for every pod, then the user's, less the cluster's,
     which each pod gets where it runs."""
-    rows = (*TENSORFLOW.variables, *COMMON)
-    env = {v.name: value for v in rows if v.in_pods if (value := v.value(TaskFacts(), {})) is not None}
+    facts = TaskFacts(framework=framework)
+    env = {v.name: value for v in rows(framework) if v.in_pods if (value := v.value(facts, {})) is not None}
     env.update({name: value for name, value in user.items() if name not in CLUSTER_VARIABLES})
     return env
 
 
 # ----- GPU placement ----------------------------------------------------------------------------------
+# Which GPUs each task of a `--gpus` run sees (CUDA_VISIBLE_DEVICES), chosen among the session's
+# (machine/gpus.py). TensorFlow maps nearly all the memory of every GPU it sees when it starts, so a second
+# task on the same GPU runs out of memory; and NCCL refuses two ranks on one GPU. With at least as many GPUs
+# as tasks, each task gets its own: an equal share each, since MultiWorkerMirroredStrategy wants the same
+# number of devices on every worker (8 GPUs, 3 tasks: 2 each, 2 left idle). With fewer, the tasks take them
+# in turn and share, each growing its memory as it needs it (GROWTH, unless the user set it), and the run
+# says once that all-reduce cannot use NCCL.
 def place_gpus(gpus: Sequence[str], tasks: int) -> GpuPlacement | None:
     """Each task its own GPUs (an equal share) if there are enough, else one each in turn, shared;
     None if there is no GPU to place."""

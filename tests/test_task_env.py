@@ -19,6 +19,7 @@ from kwnb.backends.slurm import SlurmLauncher
 from kwnb.backends.warm import POOL
 from kwnb.engine.live.run import Run
 from kwnb.export import export_run
+from kwnb.machine import task_env
 from kwnb.machine.limits import read_limits
 from kwnb.task.tf_config import tf_config
 
@@ -170,3 +171,33 @@ def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):
     assert [list(env.items()) for env in given] == [[
         ("PATH", "/usr/bin"), ("MPLBACKEND", "Agg"), ("TF_CPP_MIN_LOG_LEVEL", "2"),
         ("TF_USE_LEGACY_KERAS", "1"), ("PYTHONUNBUFFERED", "1"), ("CUDA_VISIBLE_DEVICES", "-1")]]
+
+
+# ----- the declaration ---------------------------------------------------------------------------------
+
+def test_each_variable_is_declared_once_with_its_reason_and_its_setter():
+    names = [variable.name for variable in task_env.EVERY_VARIABLE]
+    assert len(names) == len(set(names)), names
+    assert all(variable.why and variable.set_by for variable in task_env.EVERY_VARIABLE)
+    # What the warm pool, Slurm and the exports leave out is read from the rows.
+    assert set(task_env.NOT_KEYED) == {"TF_USE_LEGACY_KERAS", "TF_CONFIG", "KWNB_PARENT_PID", "KWNB_RUN_DIR",
+                                       "KWNB_WORKER"}
+    assert set(task_env.PER_TASK) == {"TF_CONFIG", "KWNB_PARENT_PID", "KWNB_WORKER"}
+    assert task_env.CLUSTER_VARIABLES == ("TF_CONFIG",)
+
+
+def test_another_framework_brings_its_own_variables_in_tensorflows_place():
+    cluster = task_env.Variable("KERAS_DISTRIBUTION_PROCESS_ID", task_env.Step.CLUSTER,
+                                lambda facts, env: str(facts.config["task"]["index"]), "which process this is")
+    other = task_env.Framework("other", (
+        task_env.Variable("KERAS_BACKEND", task_env.Step.DEFAULT, lambda facts, env: "jax", "Keras on JAX",
+                          in_pods=True), cluster))
+    facts = task_env.TaskFacts(run_dir="/runs/r", position=1, config={"task": {"type": "worker", "index": 1}},
+                               framework=other)
+    env = task_env.task_environment(facts, {"DATA": "x"}, session={"PATH": "/bin"})
+    assert list(env.items()) == [
+        ("PATH", "/bin"), ("KERAS_BACKEND", "jax"), ("PYTHONUNBUFFERED", "1"), ("MPLBACKEND", "Agg"),
+        ("CUDA_VISIBLE_DEVICES", "-1"), ("KWNB_PARENT_PID", str(os.getpid())), ("KWNB_RUN_DIR", "/runs/r"),
+        ("KWNB_WORKER", "1"), ("KERAS_DISTRIBUTION_PROCESS_ID", "1"), ("DATA", "x")]
+    assert task_env.pod_environment({"DATA": "x"}, other) == {"KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1",
+                                                              "DATA": "x"}

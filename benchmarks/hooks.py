@@ -115,7 +115,7 @@ SCANNER_FEED = Hook("kwnb.engine.readers.tf_messages", "TfLogScanner.feed", ("pr
                     "called alone: TensorFlow's message scanner's cost")
 CURVES_FIGURE = Hook("kwnb.pictures.plotting", "curves_figure", ("patches",), "the before-LiveCurves drawing")
 PNG_BYTES = Hook("kwnb.pictures.plotting", "png_bytes", ("patches",), "the before-LiveCurves drawing")
-THREAD_ENV = Hook(LOCAL, "thread_env", ("threads",), "kwnb's thread variables, set on bare Popen for section 8")
+THREAD_ENV = Hook("kwnb.machine.task_env", "thread_variables", ("threads",), "kwnb's thread variables, set on bare Popen for section 8")
 TASK_SIGNALS = Hook(TASK, "Task.signals", ("load",), "what a task's log said, for when it joined")
 CONNECTED_AT = Hook(TASK, "Signals.connected_at", ("load",), "when a task joined the cluster")
 

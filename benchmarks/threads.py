@@ -3,7 +3,7 @@ benchmark job (2 workers, bare Popen) inside a cgroup v1 cpu group of one CPU (c
 cfs_period_us 100000) that this section makes (root only; otherwise skipped, and the table says why):
 
   kwnb's threads    the thread variables kwnb sets for 2 tasks sharing 1 CPU
-                    (kwnb.backends.local.thread_env: TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS,
+                    (kwnb.machine.task_env.thread_variables: TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS,
                     OMP_NUM_THREADS)
   TF defaults       none of them: TensorFlow sizes each task's pools from the machine's cores
   64-core node      what TensorFlow's defaults would be on a 64-core node with the same quota (the case
@@ -88,13 +88,13 @@ def run_in_group(cfg, workdir: Path, group: Path, threads: dict) -> dict:
 
 
 def measure(cfg, workdir: Path, errors: list[str], kernel=None) -> dict:
-    from kwnb.backends.local import thread_env
+    from kwnb.machine.task_env import thread_variables
 
     group, why = make_group()
     if group is None:
         log(f"section 8 skipped: {why}")
         return {"skipped": why}
-    settings = {"kwnb threads": thread_env({}, cfg.n, 1.0), "TF defaults": {}, "64-core node": NODE_64}
+    settings = {"kwnb threads": thread_variables({}, cfg.n, 1.0), "TF defaults": {}, "64-core node": NODE_64}
     samples: dict[str, list] = {method: [] for method in cfg.thread_methods}
     order = random.Random(cfg.seed + 7)
     try:

@@ -28,6 +28,7 @@ from .errors import KwnbError
 from .engine.live.inputs import find_python
 from .machine.limits import read_limits
 from .machine.sizes import format_size
+from .machine.task_env import CLUSTER_VARIABLES, task_environment
 
 PROBE_TIMEOUT = 120.0  # seconds for the subprocess that imports TensorFlow (2-5 s here, 20 s on a loaded machine)
 TRAINING_MARGIN = 250 << 20  # a small model's training on top of the imports, per task (bytes)
@@ -96,8 +97,10 @@ def checks(python: str | None = None, environ: dict | None = None) -> list[Check
 
 def probe_python(executable: str, environ: dict) -> dict:
     """What the tasks' Python has installed and can import, as a task would (kwnb's task environment)."""
-    env = {**environ, "TF_USE_LEGACY_KERAS": "1", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("TF_CONFIG", None)
+    env = task_environment(session=environ)  # machine/task_env.py, for no run in particular
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # the probe's answer is its output: TensorFlow's start-up lines left out
+    for name in CLUSTER_VARIABLES:  # the session's own, if it set one: a task gets its own
+        env.pop(name, None)
     try:
         done = subprocess.run([executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as error:

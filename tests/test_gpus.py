@@ -1,4 +1,4 @@
-"""--gpus: which GPUs the session may use (machine/gpus.py), each task's share (engine/live/gpu_placement.py),
+"""--gpus: which GPUs the session may use (machine/gpus.py), each task's share (machine/task_env.py),
 and the environment real tasks receive.
 
 This machine has no GPU: a stand-in `nvidia-smi` on PATH lists some, and plain-Python tasks print
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb.engine.live.gpu_placement import GROWTH, place_gpus
+from kwnb.machine.task_env import GROWTH, Step, TaskFacts, added, place_gpus
 from kwnb.machine.gpus import SESSION_VARIABLES, SessionGpus, listed_gpus, session_gpus, visible_devices
 from kwnb.notebook.overview import overview_html
 
@@ -99,8 +99,10 @@ def test_enough_gpus_give_each_task_its_own_equal_share():
 def test_fewer_gpus_than_tasks_are_shared_in_turn_with_memory_growth():
     placement = place_gpus(["0", "1"], 3)
     assert placement.devices == ("0", "1", "0") and placement.shared
-    assert placement.env(2, {}) == {"CUDA_VISIBLE_DEVICES": "0", GROWTH: "true"}
-    assert placement.env(0, {GROWTH: "false"}) == {"CUDA_VISIBLE_DEVICES": "0"}  # the user's choice stays
+    def placed(position: int, env: dict) -> dict:  # what the task gets on top of `env`
+        return added(env, TaskFacts(gpus=True, position=position, placement=placement), (Step.PLACEMENT,))
+    assert placed(2, {}) == {"CUDA_VISIBLE_DEVICES": "0", GROWTH: "true"}
+    assert placed(0, {GROWTH: "false"}) == {"CUDA_VISIBLE_DEVICES": "0"}  # the user's choice stays
     assert place_gpus([], 2) is None
 
 

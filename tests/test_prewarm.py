@@ -1,4 +1,4 @@
-"""A warm first cell (kwnb/engine/live/prewarm.py): loading the extension fills the pool for a default
+"""A warm first cell (kwnb/backends/prewarm.py): loading the extension fills the pool for a default
 `-n 2` run, so the first run of a session starts warm, with the same tasks as a cold start."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import kwnb
 from kwnb.backends import warm_room
 from waiting import pool_ready
 from kwnb.backends.warm import POOL
-from kwnb.engine.live.prewarm import prewarm
+from kwnb.backends.prewarm import prewarm
 
 SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
 

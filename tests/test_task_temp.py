@@ -1,4 +1,4 @@
-"""Every local task's temporary folder is the user's own (kwnb/backends/task_temp.py), unless the user
+"""Every local task's temporary folder is the user's own (kwnb/machine/task_temp.py), unless the user
 set TMPDIR; a folder of that name made by someone else is not used. tests/test_hub_network.py runs a
 TensorFlow task as a fresh user and finds nothing of it in the shared /tmp."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import kwnb
-from kwnb.backends import task_temp
+from kwnb.machine import task_temp
 
 SHOW = textwrap.dedent("""
     import json, os, stat, tempfile

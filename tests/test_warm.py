@@ -10,7 +10,8 @@ import pytest
 
 import kwnb
 from kwnb.backends import make_launcher
-from kwnb.backends import task_temp, warm_room
+from kwnb.backends import warm_room
+from kwnb.machine.task_env import temp_variables
 from waiting import pool_ready
 from kwnb.backends.warm import POOL, key
 
@@ -98,7 +99,7 @@ def test_another_environment_starts_cold_and_the_pool_follows_it(tmp_path, empty
     assert not other.warm  # read at import: a warm interpreter imported TensorFlow without it
     assert pool_ready(2)
     launched = {**other._env(other.workers[0], {}), **dict(other.launcher._threads)}  # the launcher adds threads
-    launched.update(task_temp.temp_env(launched))  # and the temporary folder
+    launched.update(temp_variables(launched))  # and the temporary folder
     assert {warm["key"] for warm in POOL.status()} == {key(other.python, launched)}
     assert POOL.status()[0]["key"] != old_key
 

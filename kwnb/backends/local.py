@@ -16,29 +16,15 @@ import psutil
 from ..machine.ports import free_ports
 from ..machine.limits import read_limits
 from ..machine.neighbours import neighbours
+from ..machine.task_env import THREAD_VARIABLES, temp_variables, thread_variables
 from ..errors import LaunchError
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
-from . import netns, network_choice, task_temp, warm_room
+from . import netns, network_choice, warm_room
 from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 from .catalog import LOCAL_ARGUMENTS
 from .network_choice import NETWORK_ENV  # noqa: F401  (where callers have always found it)
-# TensorFlow sizes its thread pools from the machine's cores (64 threads a task on a 64-core node with
-# one CPU of quota); kwnb shares the CPUs the session may use among the run's tasks instead, unless the
-# user set any of these.
-THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS")
-
-
-def thread_env(env: dict[str, str], tasks: int, cpus: float) -> dict[str, str]:
-    """The thread variables each of `tasks` tasks gets, or {} where the user set any of them."""
-    if any(name in env for name in THREAD_VARIABLES):
-        return {}
-    share = max(1, int(cpus // max(1, tasks)))
-    # At least 2 inter-op threads: with 1, some graphs (a cond inside a function) hang (tensorflow#38969).
-    return {"TF_NUM_INTRAOP_THREADS": str(share), "TF_NUM_INTEROP_THREADS": str(max(2, share)),
-            "OMP_NUM_THREADS": str(share)}
-
 
 _children: dict[int, list[int]] = {}  # ppid -> pids, of every process on the machine
 _children_at = float("-inf")
@@ -190,7 +176,7 @@ class LocalLauncher(Launcher):
             self._launches = launches  # what to prepare warm interpreters for, once the run ends
         if launches:
             limits = read_limits()
-            self._threads = tuple(thread_env(launches[0].env, len(launches), limits.cpus).items())
+            self._threads = tuple(thread_variables(launches[0].env, len(launches), limits.cpus).items())
             _record_threads(launches[0].log_path.parent, dict(self._threads), len(launches), limits)
             pool_memory = warm_pool.POOL.memory() if self.warm else 0
             warning = warm_room.fit_warning(launches[0].script, len(launches), pool_memory, limits)
@@ -199,7 +185,7 @@ class LocalLauncher(Launcher):
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
         launch.env.update(self._threads)  # before the warm pool's key is taken: it includes them
-        launch.env.update(task_temp.temp_env(launch.env))  # the same folder every run: the key stays the same
+        launch.env.update(temp_variables(launch.env))  # the same folder every run: the key stays the same
         inside = self.chosen == "private"
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None

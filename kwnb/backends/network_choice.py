@@ -1,5 +1,5 @@
 """Which network a run's local tasks get when it does not say: the one decision that the launcher
-(local.py), the warm first cell (engine/live/prewarm.py) and `kwnb doctor` all ask, and the notes
+(local.py), the warm first cell (prewarm.py) and `kwnb doctor` all ask, and the notes
 that go with it (docs/hub-network.md#network-isolation-defaults).
 
 - `--network`, else $KWNB_NETWORK, is obeyed as given;

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from ..errors import OptionError
-from ..task.runfolder import PER_TASK_ENV, SLURM_HEARTBEAT_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, STACKS_SIGNAL_NAME, RunFolder
+from ..machine.task_env import PER_TASK
+from ..task.runfolder import SLURM_HEARTBEAT_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, STACKS_SIGNAL_NAME, RunFolder
 from ..task.slurm_env import expand_ranges
 from .base import BOOTSTRAP, Launcher, LaunchError, TaskLaunch, TaskProcess
 from .catalog import SLURM_ARGUMENTS
@@ -319,7 +320,7 @@ def srun_exit_codes(output: Path) -> dict[int, int]:
 
 def _job_environment(task_env: dict[str, str]) -> dict[str, str]:
     """The tasks' environment without what only one task or only this machine should see."""
-    env = {key: value for key, value in task_env.items() if key not in PER_TASK_ENV}
+    env = {key: value for key, value in task_env.items() if key not in PER_TASK}
     # Submitting from inside an allocation (a notebook in an interactive job) would pass that
     # job's SLURM_* on to the new one, where sbatch and srun read them as settings.
     return {key: value for key, value in env.items() if not key.startswith("SLURM_") or key == "SLURM_CONF"}

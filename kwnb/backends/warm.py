@@ -4,9 +4,9 @@ running a cell skips the 2.4-4 s `import tensorflow` costs per worker here.
 
 Rules that keep it correct and cheap:
 - A warm interpreter serves a task only if it was started with the same Python and the same
-  environment, apart from what differs per task (`key`): variables such as TF_CPP_MIN_LOG_LEVEL or
-  TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device set-up. Otherwise the
-  task starts cold, and the next refill builds the pool for the new key.
+  environment, apart from what may differ (`key`: machine/task_env.py's NOT_KEYED): variables such
+  as TF_CPP_MIN_LOG_LEVEL or TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device
+  set-up. Otherwise the task starts cold, and the next refill builds the pool for the new key.
 - Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
   only when other work leaves the CPUs quiet (an import must not compete with anyone's training),
   at nice 19; never more than the session's memory limit holds once each has become a training task,
@@ -40,7 +40,8 @@ from pathlib import Path
 import psutil
 
 from ..machine.limits import memory_cgroup_of, read_limits
-from ..task.runfolder import PARENT_PID_ENV, PER_TASK_ENV, RUN_DIR_ENV
+from ..machine.task_env import NOT_KEYED
+from ..task.runfolder import PARENT_PID_ENV
 from . import netns, warm_room
 from .base import TaskLaunch
 
@@ -48,8 +49,6 @@ WARM_SCRIPT = str(Path(__file__).parents[1] / "task" / "warm.py")
 _WARM_SCRIPT_TAIL = os.path.join("kwnb", "task", "warm.py")  # any kwnb install's: another kernel may use another
 WARM_ENV = "KWNB_WARM"  # 0 turns warm starts off for this process
 IDLE_SECONDS = 600.0
-# Not part of the key: set per task, or read only when tf.keras is first touched (after the hand-off).
-NOT_KEYED = (*PER_TASK_ENV, RUN_DIR_ENV, "TF_USE_LEGACY_KERAS")
 NICE = 19  # warm interpreters import at the lowest priority; the task then runs at the kernel's (task/warm.py)
 QUIET_RETRY = 2.0  # seconds between looks at the CPUs while a refill waits for other work to quieten
 LOG_FOLDER_PREFIX = "kwnb-warm-"  # the pool's own logs: a warm interpreter writes there until it becomes a task

@@ -14,14 +14,11 @@ import yaml
 
 from ..errors import OptionError
 from ..machine.sizes import format_size
+from ..machine.task_env import CLUSTER_VARIABLES, pod_environment
 from ..task.runfolder import RunDescription
 
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server refuses a ConfigMap whose data add up to more
 DEFAULT_WORKDIR = "/kwnb/job"
-DEFAULT_ENV = {
-    "TF_USE_LEGACY_KERAS": "1",  # Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can
-    "PYTHONUNBUFFERED": "1",  # so that `kubectl logs -f` shows lines as they are printed
-}
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -53,15 +50,15 @@ def check_workdir(workdir: str) -> str:
     return workdir.rstrip("/")
 
 
-def environment(run: RunDescription, who_sets_tf_config: str) -> tuple[dict[str, str], list[str]]:
-    """The container's environment (kwnb's defaults, then the run's own) and what to tell the user about it."""
-    env, notes = dict(DEFAULT_ENV), []
-    user_env = dict(run.env)
-    if user_env.pop("TF_CONFIG", None) is not None:
-        notes.append(f"left out the run's TF_CONFIG: {who_sets_tf_config} gives each pod its own")
-    env.update(user_env)
-    if user_env:
-        notes.append(f"the manifest sets the run's environment variables {', '.join(user_env)} in plain text; "
+def environment(run: RunDescription, who_sets_cluster: str) -> tuple[dict[str, str], list[str]]:
+    """The container's environment (kwnb's variables for every pod, then the run's own: machine/task_env.py)
+    and what to tell the user about it."""
+    env, notes = pod_environment(run.env), []
+    notes += [f"left out the run's {name}: {who_sets_cluster} gives each pod its own"
+              for name in run.env if name in CLUSTER_VARIABLES]
+    kept = [name for name in run.env if name not in CLUSTER_VARIABLES]
+    if kept:
+        notes.append(f"the manifest sets the run's environment variables {', '.join(kept)} in plain text; "
                      f"keep secrets in a Kubernetes Secret instead")
     return env, notes
 

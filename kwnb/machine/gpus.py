@@ -3,7 +3,7 @@
 Looked up in the order that narrows them most: what CUDA_VISIBLE_DEVICES already allows (a
 container, a scheduler or the user chose), a Slurm job's own GPUs (SLURM_JOB_GPUS, or
 GPU_DEVICE_ORDINAL, which Slurm's GRES plugin sets), else every GPU `nvidia-smi -L` lists.
-Which task gets which is the launch's choice (engine/live/inputs.py).
+Which task gets which is the launch's choice (machine/task_env.py: place_gpus).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def load_ipython_extension(ipython) -> None:
-    from ..engine.live.prewarm import prewarm
+    from ..backends.prewarm import prewarm
     from ..pictures.painter import painter
     from .kernel_stderr import keep_runtime_lines_out_of_cells
     from .magics import KwnbMagics

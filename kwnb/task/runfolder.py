@@ -42,8 +42,6 @@ SLURM_HEARTBEAT_STALE_ENV = "KWNB_SLURM_HEARTBEAT_STALE"  # seconds; tests short
 # Python nor TensorFlow uses it). Sent only once that file exists: before the bootstrap registers
 # the handler, SIGUSR2 would end the task.
 STACKS_SIGNAL_NAME = "SIGUSR2"
-# Variables that belong to one task or to the launching machine, never to a whole job.
-PER_TASK_ENV = ("TF_CONFIG", POSITION_ENV, PARENT_PID_ENV)
 
 RUNS_DIR_ENV = "KWNB_RUNS_DIR"
 DESCRIPTION = "run.json"

@@ -1,8 +1,7 @@
-"""What a launch is given, checked before anything starts: the script and the Python that runs it,
-and the environment every task gets."""
+"""What a launch is given, checked before anything starts: the script and the Python that runs it.
+The environment every task gets is built in machine/task_env.py."""
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -32,16 +31,3 @@ def find_python(python: str | None) -> str:
         raise OptionError(f"Python interpreter not found: {python}")
     return found
 
-
-def task_env(gpus: bool = False) -> dict[str, str]:
-    """Every task's environment, less what is per task (TF_CONFIG, kwnb's own variables) and the user's
-    additions: also what the warm pool prepares interpreters with ahead of a first run (engine/live/prewarm.py)."""
-    env = dict(os.environ)
-    env.update({
-        "TF_USE_LEGACY_KERAS": "1",  # Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can
-        "PYTHONUNBUFFERED": "1",
-        "MPLBACKEND": "Agg",  # the kernel's inline backend means nothing in a worker
-    })
-    if not gpus:
-        env["CUDA_VISIBLE_DEVICES"] = "-1"  # N workers on one GPU would fight over its memory
-    return env

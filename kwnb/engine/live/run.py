@@ -19,7 +19,6 @@ finished and the run ends with the error as its reason (its traceback in kwnb.lo
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -30,14 +29,14 @@ from typing import Callable
 
 from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
-from ...task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV, RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
+from ...task.runfolder import RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
 from . import cluster as clusters
 from ..diagnoses import diagnose
 from ..diagnoses.diagnosis import Diagnosis
 from ..tasks import roles
 from .log import LOG_NAME, for_run
-from .gpu_placement import plan_gpus
-from .inputs import check_script, find_python, task_env
+from ...machine.task_env import TaskFacts, plan_gpus, task_environment
+from .inputs import check_script, find_python
 from ..readers.metrics import unsummed_note
 from ..readers.tensorboard import TensorBoardScalars
 from ..records.reading import RunReading
@@ -214,14 +213,9 @@ class Run(RunReading, TaskControl, CoordinatorSide):
                           task.log_path)
 
     def _env(self, task: Task, config: dict) -> dict[str, str]:
-        env = task_env(self.gpus)
-        env.update({PARENT_PID_ENV: str(os.getpid()), RUN_DIR_ENV: str(self.dir), POSITION_ENV: str(task.position)})
-        if config:  # else the task builds it where it runs (a batch scheduler's launcher)
-            env["TF_CONFIG"] = json.dumps(config)
-        env.update(self.user_env)
-        if self.gpu_placement:  # over the user's CUDA_VISIBLE_DEVICES, which was the pool to choose from
-            env.update(self.gpu_placement.env(task.position, env))
-        return env
+        facts = TaskFacts(gpus=self.gpus, run_dir=str(self.dir), position=task.position, config=config,
+                          placement=self.gpu_placement)
+        return task_environment(facts, self.user_env)  # built in machine/task_env.py only
 
     # ----- the supervisor's side (RunSide in engine/live/supervisor.py) ------------------------
     def refresh(self) -> bool:

@@ -1,6 +1,6 @@
-"""A warm first cell: when the extension is loaded, the warm pool (backends/warm.py) prepares
-interpreters for the run a first cell most likely starts, `%%kw_worker script.py -n 2` with the
-default options, so that a cell run some seconds later skips `import tensorflow` on every worker.
+"""A warm first cell: when the extension is loaded, the warm pool (warm.py) prepares interpreters for
+the run a first cell most likely starts, `%%kw_worker script.py -n 2` with the default options, so that
+a cell run some seconds later skips `import tensorflow` on every worker.
 
 The pool's own rules apply: within the session's limits, at nice 19, only when the CPUs are quiet, and
 the next run's own environment decides (a run with other options starts cold, and the pool then follows
@@ -9,6 +9,7 @@ what the user runs). Nothing happens with KWNB_WARM=0.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from .settings import DEFAULTS
@@ -26,19 +27,19 @@ def prewarm(count: int = DEFAULT_TASKS) -> threading.Thread | None:
 
 
 def _prepare(count: int, cwd: str) -> None:
-    from ...backends import local, netns, network_choice, task_temp
-    from ...backends.warm import POOL
-    from ...errors import OptionError
-    from .inputs import find_python, task_env
-    from ...machine.limits import read_limits
-    from ...machine.neighbours import neighbours
+    from ..errors import OptionError
+    from ..machine.limits import read_limits
+    from ..machine.neighbours import neighbours
+    from ..machine.task_env import TaskFacts, task_environment
+    from . import netns, network_choice
+    from .warm import POOL
 
-    env = task_env()
-    env.update(local.thread_env(env, count, read_limits().cpus))  # as the local launcher sets them
-    env.update(task_temp.temp_env(env))
+    # A default run's tasks, less what is per task, as the local launcher starts them (threads, temporary folder).
+    env = task_environment(TaskFacts(tasks=count, cpus=read_limits().cpus), here=True)
     try:
         network, said_by = network_choice.wanted(None)
     except OptionError:  # the run itself says what is wrong
         return
     choice = network_choice.choose(network, said_by, False, netns.support(), neighbours())
-    POOL.prepare(find_python(None), env, cwd, count, private=choice.network == "private")
+    # sys.executable: a run's Python unless --python says otherwise (engine/live/inputs.py, find_python)
+    POOL.prepare(sys.executable, env, cwd, count, private=choice.network == "private")

@@ -1,11 +1,11 @@
 """A temporary folder of the user's own for every local task: TMPDIR, TEMP and TMP name it unless the
-user set TMPDIR. Otherwise tasks write into the shared /tmp, where TensorFlow's AutoGraph leaves its
-generated modules and their /tmp/__pycache__, a folder then owned by whichever learner ran first, so
-that the next learner's AutoGraph cannot cache there, and each learner's files are in everyone's view
-(issue 30).
+user set TMPDIR (machine/task_env.py sets them). Otherwise tasks write into the shared /tmp, where
+TensorFlow's AutoGraph leaves its generated modules and their /tmp/__pycache__, a folder then owned by
+whichever learner ran first, so that the next learner's AutoGraph cannot cache there, and each
+learner's files are in everyone's view (issue 30).
 
 One folder per user, not per run: the warm pool keys its interpreters by their environment
-(warm.py), so a folder per run would leave every run cold. It is `kwnb-<uid>` in the system's
+(backends/warm.py), so a folder per run would leave every run cold. It is `kwnb-<uid>` in the system's
 temporary directory, mode 700; where someone else made that name first (to read what lands there),
 a new folder with a random name is used instead.
 """
@@ -15,16 +15,7 @@ import os
 import stat
 import tempfile
 
-VARIABLES = ("TMPDIR", "TEMP", "TMP")  # TMPDIR for POSIX tools and Python; TEMP and TMP for the rest
 _fallback: str | None = None  # this process's random folder, where the usual name is someone else's
-
-
-def temp_env(env: dict[str, str]) -> dict[str, str]:
-    """The variables a task gets: {} where the user set TMPDIR."""
-    if env.get("TMPDIR"):
-        return {}
-    folder = private_folder()
-    return {name: folder for name in VARIABLES}
 
 
 def private_folder(base: str | None = None) -> str:

@@ -1,0 +1,202 @@
+"""What every task's environment holds, pinned variable by variable and in order: a local 2-worker run's
+tasks (as the tasks themselves see it), the warm pool's first interpreters, the Slurm job, the pods of
+both Kubernetes exports and the doctor's probe. Each expectation is written out here, not computed by
+kwnb, so that a change to the one builder (kwnb/machine/task_env.py) that changes what a task gets fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+import pytest
+
+import kwnb
+from kwnb import doctor
+from kwnb.backends.slurm import SlurmLauncher
+from kwnb.backends.warm import POOL
+from kwnb.engine.live.run import Run
+from kwnb.export import export_run
+from kwnb.machine import task_env
+from kwnb.machine.limits import read_limits
+from kwnb.task.tf_config import tf_config
+
+pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
+
+SHOW_ENV = "import json, os\nprint('ENV ' + json.dumps(list(os.environ.items())))\n"
+
+
+def private_temp() -> str:
+    return os.path.join(tempfile.gettempdir(), f"kwnb-{os.geteuid()}")
+
+
+def threads(tasks: int) -> dict[str, str]:
+    share = max(1, int(read_limits().cpus // tasks))
+    return {"TF_NUM_INTRAOP_THREADS": str(share), "TF_NUM_INTEROP_THREADS": str(max(2, share)),
+            "OMP_NUM_THREADS": str(share)}
+
+
+def seen_by_tasks(tmp_path, **options) -> tuple[kwnb.Run, list[list]]:
+    (tmp_path / "show.py").write_text(SHOW_ENV)
+    run = kwnb.launch(tmp_path / "show.py", n=2, cwd=tmp_path, runs_dir=tmp_path / "runs", network="host",
+                      timeout=60, **options)
+    assert run.wait(60) == [0, 0], run.summary()
+    return run, [json.loads(next(line for line in run.logs(i).splitlines() if line.startswith("ENV "))[4:])
+                 for i in range(2)]
+
+
+def tf_config_of(run, position: int) -> str:
+    return json.dumps(tf_config(run.cluster, run.workers[position].id))
+
+
+def test_a_local_runs_tasks_get_the_session_and_kwnbs_variables(tmp_path, monkeypatch):
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as a kernel's
+    run, seen = seen_by_tasks(tmp_path)
+    for position, items in enumerate(seen):
+        # KWNB_PARENT_PID is the bootstrap's, which takes it out of the script's environment.
+        expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+                    "CUDA_VISIBLE_DEVICES": "-1", "KWNB_RUN_DIR": str(run.dir), "KWNB_WORKER": str(position),
+                    "TF_CONFIG": tf_config_of(run, position), **threads(2),
+                    "TMPDIR": private_temp(), "TEMP": private_temp(), "TMP": private_temp()}
+        assert items == [list(item) for item in expected.items()]
+
+
+def test_the_users_env_wins_but_gpu_placement_wins_over_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
+    own = tmp_path / "own-tmp"
+    own.mkdir()
+    user = {"MPLBACKEND": "pdf", "OMP_NUM_THREADS": "3", "TMPDIR": str(own), "DATA": "x",
+            "CUDA_VISIBLE_DEVICES": "3"}  # the pool to choose from: one GPU for two tasks, shared, with memory growth
+    run, seen = seen_by_tasks(tmp_path, env=user, gpus=True)
+    for position, items in enumerate(seen):
+        expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+                    "KWNB_RUN_DIR": str(run.dir), "KWNB_WORKER": str(position),
+                    "TF_CONFIG": tf_config_of(run, position), **user,
+                    "CUDA_VISIBLE_DEVICES": "3", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+        assert items == [list(item) for item in expected.items()]
+
+
+def test_the_warm_pool_prepares_a_default_runs_environment(tmp_path, monkeypatch):
+    from kwnb.backends.prewarm import prewarm
+
+    monkeypatch.setenv("KWNB_WARM", "1")
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    prepared = []
+    monkeypatch.setattr(POOL, "prepare", lambda python, env, cwd, count, private: prepared.append((python, env, count)))
+    prewarm().join(30)
+    expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+                "CUDA_VISIBLE_DEVICES": "-1", **threads(2),
+                "TMPDIR": private_temp(), "TEMP": private_temp(), "TMP": private_temp()}
+    assert [(python, list(env.items()), count) for python, env, count in prepared] == \
+        [(sys.executable, list(expected.items()), 2)]
+
+
+FAKE_SBATCH = """#!{python}
+import json, os, sys
+open({out!r}, "w").write(json.dumps(list(os.environ.items())))
+print("4242")
+"""
+
+
+def test_a_slurm_job_gets_the_tasks_environment_less_what_is_per_task(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(python=sys.executable, out=str(tmp_path / "sbatch-env.json")))
+    for name, text in (("squeue", "#!/bin/sh\n"), ("scancel", "#!/bin/sh\n")):
+        (bin_dir / name).write_text(text)
+    for path in bin_dir.iterdir():
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "77")  # the notebook's own allocation: not passed on
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")  # passed on
+    (tmp_path / "show.py").write_text(SHOW_ENV)
+    run = kwnb.launch(tmp_path / "show.py", n=2, cwd=tmp_path, runs_dir=tmp_path / "runs", env={"DATA": "x"},
+                      launcher=SlurmLauncher())
+    run.stop()
+    items = json.loads((tmp_path / "sbatch-env.json").read_text())
+    given = dict(items)
+    session = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    tasks = [{"type": "worker", "index": i, "log": str(run.dir / f"worker-{i}.log")} for i in range(2)]
+    expected = {**session, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+                "CUDA_VISIBLE_DEVICES": "-1", "KWNB_RUN_DIR": str(run.dir), "DATA": "x",
+                "KWNB_SLURM_TASKS": json.dumps(tasks), "KWNB_SLURM_PORT_BASE": given.get("KWNB_SLURM_PORT_BASE"),
+                "KWNB_SLURM_HEARTBEAT": str(run.dir / "slurm-heartbeat")}
+    assert 20000 <= int(given["KWNB_SLURM_PORT_BASE"]) < 32000
+    # sbatch itself may add variables of its own to a child (a Python adds none): compare what kwnb passed.
+    assert items[:len(expected)] == [list(item) for item in expected.items()]
+
+
+@pytest.fixture
+def exported_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "main.py").write_text("print('hi')\n")
+    return Run("main.py", 2, runs_dir=tmp_path / "runs",
+               env={"API_TOKEN": "s3cr3t", "TF_CONFIG": "{}", "PYTHONUNBUFFERED": "0"}).dir
+
+
+def test_the_pods_of_an_indexed_job_get_kwnbs_variables_for_everywhere(exported_run):
+    exported = export_run(exported_run, to="job", image="img:1")
+    job = next(o for o in exported.objects if o["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "TF_USE_LEGACY_KERAS", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "0"},
+        {"name": "API_TOKEN", "value": "s3cr3t"}, {"name": "KWNB_K8S_TASKS", "value": "worker:0,worker:1"},
+        {"name": "KWNB_K8S_JOB", "value": "main"}, {"name": "KWNB_K8S_SERVICE", "value": "main"},
+        {"name": "KWNB_K8S_PORT", "value": "2222"}]
+    assert any("left out the run's TF_CONFIG" in note for note in exported.notes)
+
+
+def test_the_pods_of_a_tfjob_get_the_same_less_the_entry_points(exported_run):
+    exported = export_run(exported_run, to="tfjob", image="img:1")
+    (spec,) = next(o for o in exported.objects if o["kind"] == "TFJob")["spec"]["tfReplicaSpecs"].values()
+    assert spec["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "TF_USE_LEGACY_KERAS", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "0"},
+        {"name": "API_TOKEN", "value": "s3cr3t"}]
+
+
+def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):
+    given = []
+
+    def run(argv, **options):
+        given.append(options["env"])
+        raise OSError("not run")
+
+    monkeypatch.setattr(doctor.subprocess, "run", run)
+    session = {"PATH": "/usr/bin", "TF_CONFIG": "{}", "MPLBACKEND": "module://x", "TF_CPP_MIN_LOG_LEVEL": "0"}
+    doctor.probe_python(sys.executable, session)
+    assert [list(env.items()) for env in given] == [[
+        ("PATH", "/usr/bin"), ("MPLBACKEND", "Agg"), ("TF_CPP_MIN_LOG_LEVEL", "2"),
+        ("TF_USE_LEGACY_KERAS", "1"), ("PYTHONUNBUFFERED", "1"), ("CUDA_VISIBLE_DEVICES", "-1")]]
+
+
+# ----- the declaration ---------------------------------------------------------------------------------
+
+def test_each_variable_is_declared_once_with_its_reason_and_its_setter():
+    names = [variable.name for variable in task_env.EVERY_VARIABLE]
+    assert len(names) == len(set(names)), names
+    assert all(variable.why and variable.set_by for variable in task_env.EVERY_VARIABLE)
+    # What the warm pool, Slurm and the exports leave out is read from the rows.
+    assert set(task_env.NOT_KEYED) == {"TF_USE_LEGACY_KERAS", "TF_CONFIG", "KWNB_PARENT_PID", "KWNB_RUN_DIR",
+                                       "KWNB_WORKER"}
+    assert set(task_env.PER_TASK) == {"TF_CONFIG", "KWNB_PARENT_PID", "KWNB_WORKER"}
+    assert task_env.CLUSTER_VARIABLES == ("TF_CONFIG",)
+
+
+def test_another_framework_brings_its_own_variables_in_tensorflows_place():
+    cluster = task_env.Variable("KERAS_DISTRIBUTION_PROCESS_ID", task_env.Step.CLUSTER,
+                                lambda facts, env: str(facts.config["task"]["index"]), "which process this is")
+    other = task_env.Framework("other", (
+        task_env.Variable("KERAS_BACKEND", task_env.Step.DEFAULT, lambda facts, env: "jax", "Keras on JAX",
+                          in_pods=True), cluster))
+    facts = task_env.TaskFacts(run_dir="/runs/r", position=1, config={"task": {"type": "worker", "index": 1}},
+                               framework=other)
+    env = task_env.task_environment(facts, {"DATA": "x"}, session={"PATH": "/bin"})
+    assert list(env.items()) == [
+        ("PATH", "/bin"), ("KERAS_BACKEND", "jax"), ("PYTHONUNBUFFERED", "1"), ("MPLBACKEND", "Agg"),
+        ("CUDA_VISIBLE_DEVICES", "-1"), ("KWNB_PARENT_PID", str(os.getpid())), ("KWNB_RUN_DIR", "/runs/r"),
+        ("KWNB_WORKER", "1"), ("KERAS_DISTRIBUTION_PROCESS_ID", "1"), ("DATA", "x")]
+    assert task_env.pod_environment({"DATA": "x"}, other) == {"KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1",
+                                                              "DATA": "x"}

@@ -88,21 +88,29 @@ def test_a_past_run_shows_what_the_live_one_showed(runs):
 
 
 def test_what_run_json_keeps_is_declared_once_and_comes_back(runs):
-    """record.py's dataclasses are run.json's result, field for field, and every task field it keeps
-    reopens as the live run had it (a field added there is written and read, with no list to update)."""
-    from dataclasses import fields
+    """The fields tagged `kept` where RunSnapshot, TaskView and Diagnosis declare them are run.json's result
+    (and history.json's rows), field for field, and every task field kept reopens as the live run had it (a
+    field tagged there is written and read, with no list to update)."""
+    from kwnb.engine.diagnoses.diagnosis import Diagnosis
+    from kwnb.engine.records.snapshot import RunSnapshot, TaskView
+    from kwnb.task.runfolder import HISTORY, kept_fields
 
-    from kwnb.engine.records.record import DiagnosisRecord, RunResult, TaskRecord
+    def names(kind, into="run.json"):
+        return [f.name for f in kept_fields(kind, into)]
 
     _, _, failed = runs
     result = json.loads((failed.dir / "run.json").read_text())["result"]
-    assert list(result) == [f.name for f in fields(RunResult)]
-    assert list(result["tasks"][0]) == [f.name for f in fields(TaskRecord)]
-    assert list(result["diagnoses"][0]) == [f.name for f in fields(DiagnosisRecord)]
+    assert list(result) == names(RunSnapshot)
+    assert list(result["tasks"][0]) == [name for f in names(TaskView) for name in (["type", "index"] if f == "id" else [f])]
+    assert list(result["diagnoses"][0]) == names(Diagnosis)
+    rows = json.loads((failed.dir / HISTORY).read_text())["tasks"]
+    assert list(rows[0]) == names(TaskView, HISTORY) == ["tail", "tail_runtime", "epochs", "steps", "steps_per_epoch"]
     live, past = failed.snapshot(), kwnb.open_run(failed.dir).snapshot()
-    for name in [f.name for f in fields(TaskRecord)]:
-        shown = "task_type" if name == "type" else name
-        assert [getattr(t, shown) for t in past.tasks] == [getattr(t, shown) for t in live.tasks], name
+    for name in names(TaskView) + names(TaskView, HISTORY):
+        assert [getattr(t, name) for t in past.tasks] == [getattr(t, name) for t in live.tasks], name
+    for name in names(RunSnapshot):
+        if name != "tasks":
+            assert getattr(past, name) == getattr(live, name), name
     assert [vars(d) for d in past.diagnosis_history] == [vars(d) for d in live.diagnosis_history]
 
 

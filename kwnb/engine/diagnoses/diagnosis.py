@@ -8,23 +8,25 @@ import signal
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ...task.runfolder import kept
 from ..tasks.view import TaskView
 
 
 @dataclass
 class Diagnosis:
-    """One finding: what happened, to which task (its position; None for the whole run), what to do."""
+    """One finding: what happened, to which task (its position; None for the whole run), what to do.
+    Every field is kept in run.json (`kept`: kwnb/task/runfolder.py), so a past run shows it as it was."""
 
-    kind: str
-    task: int | None
-    message: str
-    since: float = 0.0
-    evidence: list[str] = field(default_factory=list)
+    kind: str = kept()
+    task: int | None = kept(missing=None)
+    message: str = kept()
+    since: float = kept(0.0)
+    evidence: list[str] = kept([], read=list)
     # A task's end (engine/diagnoses/recovery.py): what happened in words without advice, and the task's restarts
     # when it happened. A later attempt of the task may recover from it; then it is history, no longer a fault.
-    cause: str = ""
-    attempt: int = 0
-    recovered: bool = False
+    cause: str = kept("")
+    attempt: int = kept(0)
+    recovered: bool = kept(False)
 
     def __str__(self) -> str:
         return self.message

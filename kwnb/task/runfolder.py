@@ -160,7 +160,7 @@ def kept(default=dataclasses.MISSING, *, into: str = DESCRIPTION, missing=_AS_DE
     folder lacks it (an older kwnb wrote it; default: the field's default, else it is required); `read` and
     `write` turn JSON's value back and forth (a list into a tuple); `each`: the kept type of every item of a
     list; `flat`: a dataclass kept as its fields, side by side with the record's (a task's type and index);
-    `check(value)`: a message when a value read is not what kwnb writes."""
+    `check(value)`: what a value read must be ("be a string") when it is not what kwnb writes, else None."""
     if missing is _AS_DEFAULT:
         missing = default
     if isinstance(default, (list, dict)):  # an empty one: a fresh one for each value, as dataclasses want
@@ -201,7 +201,8 @@ def read_kept(kind: type, data, into: str = DESCRIPTION) -> dict:
             if meta["missing"] is dataclasses.MISSING:
                 problem = meta["check"] and meta["check"](None)
                 raise ValueError(f"{item.name!r} must {problem}") if problem else KeyError(item.name)
-            values[item.name] = meta["missing"]
+            missing = meta["missing"]
+            values[item.name] = type(missing)(missing) if isinstance(missing, (list, dict)) else missing  # a fresh one
         else:
             values[item.name] = _read_value(meta, data[item.name], item.name, into)
     return values

@@ -77,8 +77,8 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
         look.found += [d for one in asked for d in (one if isinstance(one, list) else [one]) if d]
     # The ends a restart left behind first, so that a task that ended the same way again is said as that new end
     # (merge: the last finding of a kind and task wins).
-    return recovery.after_restarts(look.current, look.tasks, view.restart_limit) + \
-        recovery.attempts_of(look.found, look.tasks)
+    return recovery.after_restarts(look.current, look.tasks, ENDS, view.restart_limit) + \
+        recovery.attempts_of(look.found, look.tasks, ENDS)
 
 
 def wants_stacks(view: RunView, now: float) -> list[int]:
@@ -125,7 +125,7 @@ def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | Non
     # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py); nor one a restart of its
     # task left behind (engine/diagnoses/recovery.py): a later failure is not that one.
     causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training
-              and not recovery.restarted_since(d, tasks[d.task])]
+              and not recovery.restarted_since(d, tasks[d.task], ENDS)]
     return min(causes, key=lambda d: d.since) if causes else None
 
 
@@ -271,27 +271,29 @@ class Kind:
     """One kind of diagnosis. `find(look)` (or `find(task, look)`, `each_task`) returns a Diagnosis, a list of
     them or None; None for `find`: another kind's function makes it (named in the comment). `origin`: it says
     where a failure started, for the run's reason (the earliest wins). `transient`: it describes a moment and
-    is withdrawn when that passes; the others describe an event and stay."""
+    is withdrawn when that passes; the others describe an event and stay. `ends`: it says how one attempt of a
+    task ended, which a restart may recover from (engine/diagnoses/recovery.py)."""
 
     name: str
     find: Callable | None
     origin: bool = False
     transient: bool = False
+    ends: bool = False
     each_task: bool = False
 
 
 # In the order a pass asks them: stall last (it reads what this pass found); its docs row in docs/diagnoses.md.
 KINDS = (
     Kind("waiting_for_peers", waiting_for_peers, transient=True),
-    Kind("peer_lost", peer_lost),
+    Kind("peer_lost", peer_lost, ends=True),
     Kind("uneven_steps", training.uneven_steps, origin=True),  # and stalled's, as a stall (training.collective_hang)
     Kind("input_exhausted", training.input_exhausted, origin=True),
     Kind("nan_loss", training.nan_loss),
     Kind("not_distributed", not_distributed),  # finished but wrong
     Kind("diverging", diverging),
-    Kind("killed", killed, origin=True, each_task=True),
-    Kind("out_of_memory", None, origin=True),  # killed's, with the OOM killer's evidence
-    Kind("error", error, origin=True, each_task=True),
+    Kind("killed", killed, origin=True, ends=True, each_task=True),
+    Kind("out_of_memory", None, origin=True, ends=True),  # killed's, with the OOM killer's evidence
+    Kind("error", error, origin=True, ends=True, each_task=True),
     Kind("keras3", keras3, origin=True, each_task=True),
     Kind("tf_config_overridden", tf_config_overridden, origin=True, each_task=True),
     Kind("port_taken", port_taken, origin=True, transient=True, each_task=True),
@@ -299,3 +301,4 @@ KINDS = (
 )
 ORIGINS = tuple(kind.name for kind in KINDS if kind.origin)
 TRANSIENT = tuple(kind.name for kind in KINDS if kind.transient)
+ENDS = tuple(kind.name for kind in KINDS if kind.ends)

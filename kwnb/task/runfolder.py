@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..errors import OptionError
 from .tf_config import TASK_TYPES
@@ -165,7 +166,8 @@ def kept(default=dataclasses.MISSING, *, into: str = DESCRIPTION, missing=_AS_DE
         missing = default
     if isinstance(default, (list, dict)):  # an empty one: a fresh one for each value, as dataclasses want
         options["default_factory"], default = type(default), dataclasses.MISSING
-    metadata = {KEPT: into, "missing": missing, "read": read, "write": write, "each": each, "flat": flat, "check": check}
+    metadata = {KEPT: into, "missing": missing, "read": read, "write": write, "each": each, "flat": flat,
+                "check": check}
     return dataclasses.field(default=default, metadata=metadata, **options)
 
 
@@ -187,16 +189,17 @@ def kept_of(value, into: str = DESCRIPTION) -> dict:
     return record
 
 
-def read_kept(kind: type, data, into: str = DESCRIPTION) -> dict:
-    """The values of `kind`'s fields that `into` keeps, by name, from what kept_of wrote; a field `data`
-    lacks takes its `missing` value, and a required one (every kwnb wrote it) raises KeyError."""
+def read_kept(kind: type, data, into: str = DESCRIPTION) -> SimpleNamespace:
+    """The values of `kind`'s fields that `into` keeps, as attributes of their names, from what kept_of wrote;
+    a field `data` lacks takes its `missing` value, and a required one (every kwnb wrote it) raises KeyError."""
     if not isinstance(data, dict):
         raise TypeError(f"{kind.__name__} is {type(data).__name__}, not an object")
     values = {}
     for item in kept_fields(kind, into):
         meta = item.metadata
         if meta["flat"]:
-            values[item.name] = meta["flat"](**{part.name: data[part.name] for part in dataclasses.fields(meta["flat"])})
+            parts = dataclasses.fields(meta["flat"])
+            values[item.name] = meta["flat"](**{part.name: data[part.name] for part in parts})
         elif item.name not in data:
             if meta["missing"] is dataclasses.MISSING:
                 problem = meta["check"] and meta["check"](None)
@@ -205,7 +208,7 @@ def read_kept(kind: type, data, into: str = DESCRIPTION) -> dict:
             values[item.name] = type(missing)(missing) if isinstance(missing, (list, dict)) else missing  # a fresh one
         else:
             values[item.name] = _read_value(meta, data[item.name], item.name, into)
-    return values
+    return SimpleNamespace(**values)
 
 
 def _read_value(meta, value, name: str, into: str):
@@ -242,8 +245,8 @@ class RunDescription:
     name: str = kept(check=_is(str, "a string"))
     script: str = kept(check=_is(str, "a file name"))
     args: list[str] = kept(missing=[], check=_is(list, "a list of strings", str))
-    tasks: list[tuple[str, int]] = kept(check=_task_list, write=lambda tasks: [{"type": t, "index": i} for t, i in tasks],
-                                        read=lambda tasks: [(t["type"], t["index"]) for t in tasks])
+    tasks: list[tuple[str, int]] = kept(check=_task_list, read=lambda tasks: [(t["type"], t["index"]) for t in tasks],
+                                        write=lambda tasks: [{"type": t, "index": i} for t, i in tasks])
     env: dict[str, str] = kept(missing={}, check=_is(dict, "a mapping of strings", str))  # may hold secrets: 0600
     files: list[str] = kept(missing=[], check=_is(list, "a list of file names", str))
     gpus: bool = kept(False, read=bool)
@@ -286,7 +289,7 @@ def read_description(run_dir: str | os.PathLike) -> RunDescription:
     except (OSError, ValueError) as error:
         raise OptionError(f"cannot read {path}: {error}") from None
     try:
-        return RunDescription(Path(run_dir), **read_kept(RunDescription, data))
+        return RunDescription(Path(run_dir), **vars(read_kept(RunDescription, data)))
     except (TypeError, ValueError) as error:
         raise OptionError(f"{path}: {error}") from None
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 from ...errors import KwnbError
 from ...task.runfolder import (DESCRIPTION, HISTORY, RUN_JSON_FORMAT, RunFolder, default_runs_dir, find_run_dir,
@@ -72,33 +73,31 @@ class PastRun(RunReading):
                 "an older kwnb wrote this folder"))
             result = {"status": "unknown", "tasks": []}
         kept = read_kept(RunSnapshot, result)
-        recorded = {(task["id"].type, task["id"].index): task for task in kept["tasks"]}
+        recorded = {task.id: task for task in kept.tasks}
         rows = self._rows(description.tasks)
         chief = chief_position([TaskId(kind, index) for kind, index in description.tasks])  # as the live run's
-        tasks = tuple(self._task(TaskId(kind, index), recorded.get((kind, index)) or
+        tasks = tuple(self._task(TaskId(kind, index), recorded.get(TaskId(kind, index)) or
                                  read_kept(TaskView, {"type": kind, "index": index}), position, rows[position],
                                  position == chief)
                       for position, (kind, index) in enumerate(description.tasks))
-        shown = {**kept, "tasks": tasks, "diagnoses": tuple(Diagnosis(**d) for d in kept["diagnoses"]),
-                 "diagnosis_history": tuple(Diagnosis(**d) for d in kept["diagnosis_history"])}
+        shown = {**vars(kept), "tasks": tasks, "diagnoses": tuple(Diagnosis(**vars(d)) for d in kept.diagnoses),
+                 "diagnosis_history": tuple(Diagnosis(**vars(d)) for d in kept.diagnosis_history)}
         return RunSnapshot(**shown, name=self.name, dir=self.dir, done=True, past=True, missing=tuple(self.missing),
                            taken_at=time.time())
 
-    def _task(self, task_id: TaskId, kept: dict, position: int, rows: tuple, chief: bool) -> TaskView:
-        """What run.json kept of the task (its kept fields, by name), with its lines counted in its log and its
-        metric rows (`rows`: history.json's fields, by name, and, where they were parsed again, the progress
-        they give)."""
+    def _task(self, task_id: TaskId, kept: SimpleNamespace, position: int, rows: tuple, chief: bool) -> TaskView:
+        """What run.json kept of the task (TaskView's fields tagged `kept`), with its lines counted in its log and
+        its metric rows (`rows`: history.json's fields and, where they were parsed again, the progress they give)."""
         log_path = self.folder.log(task_id.type, task_id.index)
         history, parsed_progress = rows
         tail, tail_runtime, total, runtime = self._log_tail(log_path, history, kept)
-        shown = {**kept, **history, "position": position, "total_lines": total, "runtime_lines": runtime,
-                 "is_chief": chief if kept["is_chief"] is None else kept["is_chief"],
-                 "progress": kept["progress"] or parsed_progress or (None, ""), "tail": tail, "tail_runtime": tail_runtime,
-                 "id": task_id}
+        shown = {**vars(kept), **vars(history), "position": position, "total_lines": total, "runtime_lines": runtime,
+                 "is_chief": chief if kept.is_chief is None else kept.is_chief, "id": task_id,
+                 "progress": kept.progress or parsed_progress or (None, ""), "tail": tail, "tail_runtime": tail_runtime}
         return TaskView(**shown, alive=False, log_path=log_path)
 
     def _rows(self, task_ids: list) -> list[tuple]:
-        """Each task's rows (history.json's fields, by name) and, where they were parsed again, its progress:
+        """Each task's rows (TaskView's fields history.json keeps) and, where they were parsed again, its progress:
         history.json, else the logs and kwnb.report() rows read again."""
         path = self.folder.path / HISTORY
         try:
@@ -119,19 +118,18 @@ class PastRun(RunReading):
                            (self.folder.metrics(position), parser.feed_report_lines)):
             for chunk in _chunks(path):
                 feed(chunk)
-        rows = {"epochs": tuple(parser.history()), "steps": tuple(parser.steps), "steps_per_epoch": parser.steps_per_epoch,
-                "tail": None, "tail_runtime": ()}
-        return rows, parser.progress()
+        rows = {"epochs": parser.history(), "steps": parser.steps, "steps_per_epoch": parser.steps_per_epoch}
+        return read_kept(TaskView, rows, HISTORY), parser.progress()  # no tail kept: the log is read again
 
-    def _log_tail(self, path: Path, rows: dict, kept: dict) -> tuple[tuple, tuple, int, int]:
+    def _log_tail(self, path: Path, rows: SimpleNamespace, kept: SimpleNamespace) -> tuple[tuple, tuple, int, int]:
         """The log's last lines as a terminal shows them and which are runtime lines (their places among them), how
         many lines in all, how many runtime lines: as the run recorded them, else (a folder an older kwnb wrote,
         or a run that never ended here) the log read again by the reader the live run had."""
         if not path.is_file():
             self.missing.append(f"{path.name} (deleted?)")
             return (), (), 0, 0
-        if rows["tail"] is not None:  # recorded at the run's end (history.json), its counts beside it in run.json
-            return rows["tail"], rows["tail_runtime"], kept["total_lines"], kept["runtime_lines"]
+        if rows.tail is not None:  # recorded at the run's end (history.json), its counts beside it in run.json
+            return rows.tail, rows.tail_runtime, kept.total_lines, kept.runtime_lines
         output = TaskOutput(path, keep=LOG_LINES)
         output.feed_file()
         return (*output.tail(), output.total_lines, output.runtime_lines)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import time
 
-from ...task.runfolder import HISTORY, RUN_JSON_FORMAT, RunDescription, RunFolder, kept_of, write_description, write_private_json
+from ...task.runfolder import (HISTORY, RUN_JSON_FORMAT, RunDescription, RunFolder, kept_of, write_description,
+                               write_private_json)
 
 __all__ = ["HISTORY", "record_description", "record_result", "write_result"]
 

@@ -49,7 +49,8 @@ class TaskView(Named):
     restarts: int = kept(0)
     warm: bool = kept(False)
     alive: bool = False
-    phases: tuple = kept((), read=lambda pairs: tuple((at, phase) for at, phase in pairs))  # (time it began, phase), across restarts
+    # (time it began, phase), across restarts
+    phases: tuple = kept((), read=lambda pairs: tuple((at, phase) for at, phase in pairs))
     # the last lines as a terminal shows them, the unfinished one included (a folder without them: None)
     tail: tuple = kept((), into=HISTORY, missing=None, read=tuple)
     tail_runtime: tuple = kept((), into=HISTORY, read=tuple)  # which lines of `tail` (their places) are runtime lines

@@ -114,6 +114,34 @@ def test_what_run_json_keeps_is_declared_once_and_comes_back(runs):
     assert [vars(d) for d in past.diagnosis_history] == [vars(d) for d in live.diagnosis_history]
 
 
+def test_a_result_as_an_earlier_kwnb_wrote_it_reads_back(tmp_path):
+    """run.json format 2 exactly as the kwnb before the `kept` tags wrote it (its own key order, a field added
+    since missing: gpu), with no history.json: it reopens, and what it kept comes back."""
+    folder = tmp_path / "earlier-20250101-120000"
+    folder.mkdir()
+    task = {"position": 0, "type": "worker", "index": 0, "is_chief": True, "status": "failed", "phase": "ended",
+            "returncode": 1, "pid": 41, "where": "pid 41", "address": "localhost:2222", "started_at": 100.0,
+            "ended_at": 110.0, "elapsed": 10.0, "restarts": 0, "warm": False, "phases": [[100.0, "starting"]],
+            "runtime_lines": 0, "total_lines": 0, "progress": [0.5, "epoch 1/2"], "peak_rss": 2048, "rate": None,
+            "time_in": {"starting": 10.0}}
+    diagnosis = {"kind": "error", "task": 0, "message": "worker 0 failed with ValueError", "since": 109.0,
+                 "evidence": ["ValueError"], "cause": "worker 0 failed with ValueError", "attempt": 0, "recovered": False}
+    (folder / "run.json").write_text(json.dumps({
+        "format": 2, "name": "earlier", "script": "main.py", "args": [], "tasks": [{"type": "worker", "index": 0}],
+        "env": {}, "files": [], "python": "python3", "cwd": "/x", "backend": "local", "gpus": False,
+        "created": "2025-01-01T12:00:00+0000",
+        "result": {"status": "failed", "started_at": 100.0, "ended_at": 110.0, "elapsed": 10.0, "restarts": 0,
+                   "user_restarts": 0, "reason": "worker 0 failed", "notes": [], "diagnoses": [diagnosis],
+                   "diagnosis_history": [diagnosis], "tasks": [task]}}))
+    past = kwnb.open_run(folder).snapshot()
+    (shown,) = past.tasks
+    assert (past.status, past.reason, past.elapsed) == ("failed", "worker 0 failed", 10.0)
+    assert (shown.id.type, shown.id.index, shown.returncode, shown.peak_rss, shown.gpu) == ("worker", 0, 1, 2048, "")
+    assert shown.phases == ((100.0, "starting"),) and shown.progress == (0.5, "epoch 1/2")
+    assert [vars(d) for d in past.diagnoses] == [diagnosis]
+    assert any(note.startswith("history.json") for note in past.missing), past.missing
+
+
 def test_runs_are_listed_newest_first(runs):
     runs_dir, clean, failed = runs
     listed = list_runs(runs_dir)

@@ -222,7 +222,7 @@ def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():
     """gRPC gives an IP; TF_CONFIG a name. Under Slurm two tasks share a port on different nodes."""
     from types import SimpleNamespace
 
-    from kwnb.engine.diagnoses.diagnose import _peers_named
+    from kwnb.engine.diagnoses.peers import _peers_named
     from kwnb.engine.readers.tf_messages import PeerUnavailable
 
     def task(position, address, code=None):

@@ -86,7 +86,7 @@ def test_each_docs_page_has_a_title_and_a_purpose():
         assert title.startswith("# ") and blank == "" and purpose and not purpose.startswith("#"), page.name
 
 
-def diagnosis_kinds() -> set[str]:
+def kinds_made() -> set[str]:
     """Every kind a Diagnosis(...) in kwnb/engine/diagnoses/ is made with (its first argument)."""
     kinds = set()
     for path in (REPO / "kwnb" / "engine" / "diagnoses").glob("*.py"):
@@ -97,8 +97,16 @@ def diagnosis_kinds() -> set[str]:
     return kinds
 
 
-def test_every_diagnosis_kind_has_its_row():
-    kinds = diagnosis_kinds()
-    assert {"waiting_for_peers", "peer_lost", "out_of_memory", "uneven_steps"} <= kinds  # the scan sees them
+def test_every_diagnosis_kind_is_a_row_of_the_table_and_has_its_docs_row():
+    """The table of kinds (engine/diagnoses/diagnose.py: KINDS) lists every kind the diagnoses make, and
+    docs/diagnoses.md has a row for each kind in it and for no other."""
+    from kwnb.engine.diagnoses.diagnose import KINDS
+
+    table = [kind.name for kind in KINDS]
+    assert len(table) == len(set(table)) and {"waiting_for_peers", "peer_lost", "out_of_memory"} <= set(table)
+    made = kinds_made()
+    assert {"waiting_for_peers", "peer_lost", "out_of_memory", "uneven_steps"} <= made  # the scan sees them
+    assert sorted(made - set(table)) == [], "a kind made but not in KINDS"
     rows = set(re.findall(r"^\| `(\w+)` \|", (REPO / "docs" / "diagnoses.md").read_text(), re.M))
-    assert sorted(kinds - rows) == []
+    assert sorted(set(table) - rows) == [], "a kind of KINDS without its row in docs/diagnoses.md"
+    assert sorted(rows - set(table)) == [], "a row of docs/diagnoses.md for no kind of KINDS"

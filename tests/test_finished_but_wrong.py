@@ -10,6 +10,7 @@ import pytest
 
 import kwnb
 from kwnb.engine.diagnoses.diagnose import tf_config_overridden
+from kwnb.engine.diagnoses.diagnosis import Look, RunView
 from kwnb.engine.diagnoses.distribution import not_distributed
 from kwnb.engine.diagnoses.divergence import diverging
 from kwnb.engine.readers.metrics import MetricsParser, unsummed_note
@@ -81,6 +82,11 @@ def test_a_runaway_learning_rate_is_told_with_the_epoch_and_the_values(runs):
 
 
 # ----- values --------------------------------------------------------------------------------------------
+def look(tasks) -> Look:
+    """One diagnosis pass over `tasks` as every kind's function reads it (engine/diagnoses/diagnosis.py)."""
+    return Look(RunView(tasks=tuple(tasks), name="main", script="main.py"), 0.0)
+
+
 def view(position, epochs=(), steps=(), connected=True, runtime_lines=5, record=None) -> TaskView:
     signals = Signals()
     signals.connected_at = 1.0 if connected else None
@@ -96,51 +102,51 @@ def epochs(*losses):
 
 def test_equal_epoch_losses_are_synchronous_training_and_different_ones_are_not():
     same = [view(0, epochs(0.7040, 0.7134)), view(1, epochs(0.7040, 0.7134))]
-    assert not_distributed(same, []) is None
-    found = not_distributed([view(0, epochs(0.664, 0.6714)), view(1, epochs(0.7003, 0.6977))], [])
+    assert not_distributed(look(same)) is None
+    found = not_distributed(look([view(0, epochs(0.664, 0.6714)), view(1, epochs(0.7003, 0.6977))]))
     assert found.kind == "not_distributed" and "epoch 1: 0.664 on worker 0, 0.7003 on worker 1" in found.message
 
 
 def test_a_loss_that_became_nan_on_every_worker_is_not_told_as_not_distributed():
     """NaN is not equal to itself: notebook 06's NaN run (inputs 255 times too large) read as not distributed."""
     nan, inf = float("nan"), float("inf")
-    assert not_distributed([view(0, epochs(nan, nan)), view(1, epochs(nan, nan))], []) is None
-    assert not_distributed([view(0, epochs(inf, nan)), view(1, epochs(nan, inf))], []) is None
+    assert not_distributed(look([view(0, epochs(nan, nan)), view(1, epochs(nan, nan))])) is None
+    assert not_distributed(look([view(0, epochs(inf, nan)), view(1, epochs(nan, inf))])) is None
 
 
 def test_no_join_while_epochs_advanced_is_told_but_not_for_a_script_without_tensorflow():
     alone = [view(p, epochs(0.7, 0.6), connected=False) for p in (0, 1)]
-    assert "no task joined a cluster" in not_distributed(alone, []).message
+    assert "no task joined a cluster" in not_distributed(look(alone)).message
     plain = [view(p, epochs(0.7, 0.6), connected=False, runtime_lines=0) for p in (0, 1)]  # kwnb.report, no TF
-    assert not_distributed(plain, []) is None
+    assert not_distributed(look(plain)) is None
 
 
 def test_tf_config_deleted_after_the_task_joined_did_no_harm():
     late = {"tf_config": None, "deleted": True, "time": 5.0, "file": "/x/main.py", "line": 40}
     tasks = [view(0, epochs(0.7), record=late), view(1, epochs(0.7))]
-    assert not_distributed(tasks, []) is None
+    assert not_distributed(look(tasks)) is None
     early = dict(late, time=0.5)
-    found = not_distributed([view(0, epochs(0.7), record=early), view(1, epochs(0.7))], [])
+    found = not_distributed(look([view(0, epochs(0.7), record=early), view(1, epochs(0.7))]))
     assert "deletes TF_CONFIG (main.py line 40)" in found.message
 
 
 def test_a_tf_config_the_script_sets_is_told_with_its_line_and_a_deleted_one_is_not_an_override():
     record = {"tf_config": '{"cluster": {"worker": ["localhost:1"]}}', "deleted": False, "file": "/x/main.py",
               "line": 7}
-    said = tf_config_overridden(view(0, record=record)).message
+    said = tf_config_overridden(view(0, record=record), look([])).message
     assert "sets its own TF_CONFIG (localhost:1) (main.py line 7), so" in said, said
-    assert tf_config_overridden(view(0, record={"tf_config": None, "deleted": True, "line": 7})) is None
+    assert tf_config_overridden(view(0, record={"tf_config": None, "deleted": True, "line": 7}), look([])) is None
 
 
 def test_a_hundredfold_rise_over_the_best_loss_is_diverging_and_a_noisy_clean_fit_is_not():
     clean = [view(0, epochs(0.74, 0.70, 0.71, 0.69)), view(1, epochs(0.74, 0.70, 0.71, 0.69))]
-    assert diverging(clean, []) is None
+    assert diverging(look(clean)) is None
     steps = [{"epoch": 0, "step": 1, "loss": 0.345}, {"epoch": 1, "step": 14, "loss": 2100.0}]
     chief = dataclasses.replace(view(0, epochs(3928.7, 273.7, 254.8), steps=steps), steps_per_epoch=10)
-    found = diverging([chief, view(1)], [])
+    found = diverging(look([chief, view(1)]))
     assert found.kind == "diverging" and found.task == 0
     assert "from 0.345 (epoch 1, step 1/10) to 2.1e+03 (epoch 2, step 4/10)" in found.message, found.message
-    rise = diverging([view(0, epochs(0.69, 5e10, 450.0)), view(1)], [])
+    rise = diverging(look([view(0, epochs(0.69, 5e10, 450.0)), view(1)]))
     assert "from 0.69 (epoch 1) to 5e+10 (epoch 2)" in rise.message and "last value was 450" in rise.message
 
 
@@ -186,6 +192,6 @@ def test_epochs_are_compared_once_the_tasks_have_ended_not_while_a_second_fit_re
     tfdocs-save-and-load-mwms: 1.975 on worker 0 against 0.6533 on worker 1)."""
     first_fit, second_fit = epochs(1.9749, 1.1670), epochs(0.6502, 1.1670)
     mid_way = [dataclasses.replace(view(0, second_fit), alive=True), dataclasses.replace(view(1, first_fit), alive=True)]
-    assert not_distributed(mid_way, []) is None
-    assert not_distributed([view(0, second_fit), view(1, second_fit)], []) is None  # ended: the same rows
-    assert not_distributed([view(0, second_fit), view(1, first_fit)], []).kind == "not_distributed"
+    assert not_distributed(look(mid_way)) is None
+    assert not_distributed(look([view(0, second_fit), view(1, second_fit)])) is None  # ended: the same rows
+    assert not_distributed(look([view(0, second_fit), view(1, first_fit)])).kind == "not_distributed"

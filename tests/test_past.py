@@ -88,22 +88,58 @@ def test_a_past_run_shows_what_the_live_one_showed(runs):
 
 
 def test_what_run_json_keeps_is_declared_once_and_comes_back(runs):
-    """record.py's dataclasses are run.json's result, field for field, and every task field it keeps
-    reopens as the live run had it (a field added there is written and read, with no list to update)."""
-    from dataclasses import fields
+    """The fields tagged `kept` where RunSnapshot, TaskView and Diagnosis declare them are run.json's result
+    (and history.json's rows), field for field, and every task field kept reopens as the live run had it (a
+    field tagged there is written and read, with no list to update)."""
+    from kwnb.engine.diagnoses.diagnosis import Diagnosis
+    from kwnb.engine.records.snapshot import RunSnapshot, TaskView
+    from kwnb.task.runfolder import HISTORY, kept_fields
 
-    from kwnb.engine.records.record import DiagnosisRecord, RunResult, TaskRecord
+    def names(kind, into="run.json"):
+        return [f.name for f in kept_fields(kind, into)]
 
     _, _, failed = runs
     result = json.loads((failed.dir / "run.json").read_text())["result"]
-    assert list(result) == [f.name for f in fields(RunResult)]
-    assert list(result["tasks"][0]) == [f.name for f in fields(TaskRecord)]
-    assert list(result["diagnoses"][0]) == [f.name for f in fields(DiagnosisRecord)]
+    assert list(result) == names(RunSnapshot)
+    assert list(result["tasks"][0]) == [name for f in names(TaskView) for name in (["type", "index"] if f == "id" else [f])]
+    assert list(result["diagnoses"][0]) == names(Diagnosis)
+    rows = json.loads((failed.dir / HISTORY).read_text())["tasks"]
+    assert list(rows[0]) == names(TaskView, HISTORY) == ["tail", "tail_runtime", "epochs", "steps", "steps_per_epoch"]
     live, past = failed.snapshot(), kwnb.open_run(failed.dir).snapshot()
-    for name in [f.name for f in fields(TaskRecord)]:
-        shown = "task_type" if name == "type" else name
-        assert [getattr(t, shown) for t in past.tasks] == [getattr(t, shown) for t in live.tasks], name
+    for name in names(TaskView) + names(TaskView, HISTORY):
+        assert [getattr(t, name) for t in past.tasks] == [getattr(t, name) for t in live.tasks], name
+    for name in names(RunSnapshot):
+        if name != "tasks":
+            assert getattr(past, name) == getattr(live, name), name
     assert [vars(d) for d in past.diagnosis_history] == [vars(d) for d in live.diagnosis_history]
+
+
+def test_a_result_as_an_earlier_kwnb_wrote_it_reads_back(tmp_path):
+    """run.json format 2 exactly as the kwnb before the `kept` tags wrote it (its own key order, a field added
+    since missing: gpu), with no history.json: it reopens, and what it kept comes back."""
+    folder = tmp_path / "earlier-20250101-120000"
+    folder.mkdir()
+    task = {"position": 0, "type": "worker", "index": 0, "is_chief": True, "status": "failed", "phase": "ended",
+            "returncode": 1, "pid": 41, "where": "pid 41", "address": "localhost:2222", "started_at": 100.0,
+            "ended_at": 110.0, "elapsed": 10.0, "restarts": 0, "warm": False, "phases": [[100.0, "starting"]],
+            "runtime_lines": 0, "total_lines": 0, "progress": [0.5, "epoch 1/2"], "peak_rss": 2048, "rate": None,
+            "time_in": {"starting": 10.0}}
+    diagnosis = {"kind": "error", "task": 0, "message": "worker 0 failed with ValueError", "since": 109.0,
+                 "evidence": ["ValueError"], "cause": "worker 0 failed with ValueError", "attempt": 0, "recovered": False}
+    (folder / "run.json").write_text(json.dumps({
+        "format": 2, "name": "earlier", "script": "main.py", "args": [], "tasks": [{"type": "worker", "index": 0}],
+        "env": {}, "files": [], "python": "python3", "cwd": "/x", "backend": "local", "gpus": False,
+        "created": "2025-01-01T12:00:00+0000",
+        "result": {"status": "failed", "started_at": 100.0, "ended_at": 110.0, "elapsed": 10.0, "restarts": 0,
+                   "user_restarts": 0, "reason": "worker 0 failed", "notes": [], "diagnoses": [diagnosis],
+                   "diagnosis_history": [diagnosis], "tasks": [task]}}))
+    past = kwnb.open_run(folder).snapshot()
+    (shown,) = past.tasks
+    assert (past.status, past.reason, past.elapsed) == ("failed", "worker 0 failed", 10.0)
+    assert (shown.id.type, shown.id.index, shown.returncode, shown.peak_rss, shown.gpu) == ("worker", 0, 1, 2048, "")
+    assert shown.phases == ((100.0, "starting"),) and shown.progress == (0.5, "epoch 1/2")
+    assert [vars(d) for d in past.diagnoses] == [diagnosis]
+    assert any(note.startswith("history.json") for note in past.missing), past.missing
 
 
 def test_runs_are_listed_newest_first(runs):

@@ -235,19 +235,26 @@ def views(*tasks):
     return [view_of(task, 30.0) for task in tasks]
 
 
+def look(tasks, now: float = 30.0):
+    """One diagnosis pass over `tasks` as every kind's function reads it (engine/diagnoses/diagnosis.py)."""
+    from kwnb.engine.diagnoses.diagnosis import Look, RunView
+
+    return Look(RunView(tasks=tuple(tasks), name="main", script="main.py"), now)
+
+
 def test_the_rules_on_captured_logs(tmp_path):
     from kwnb.engine.diagnoses import training_faults as training
 
     # The capture: worker 1 ran 25 steps and exited 0 at 6.0 s; the chief failed at 6.8 s ("Socket closed").
     chief, early = replay(tmp_path, ("uneven-steps-worker-0.log", 1, 6.8), ("uneven-steps-worker-1.log", 0, 6.0))
-    (uneven,) = training.uneven_steps(views(chief, early), [], 30.0)
+    (uneven,) = training.uneven_steps(look(views(chief, early)))
     assert uneven.task == 1 and "worker 1 finished its training loop and exited normally" in uneven.message
     assert "while worker 0 was still training;" in uneven.message  # ("step 25/60, loss": no step kwnb parses)
     assert "in a collective at loop.py line " in uneven.message and "in a custom loop, the same number of iterations" in uneven.message
     # Both fits ended (2/2 epochs, 5/5 steps), then the chief alone called model.save: not steps, a code path after
     # training; told on the task that left, pointing at the line where the chief waited.
     chief, early = replay(tmp_path, ("chief-only-save-worker-0.log", 1, 22.0), ("chief-only-save-worker-1.log", 0, 11.4))
-    (after,) = training.uneven_steps(views(chief, early), [], 30.0)
+    (after,) = training.uneven_steps(look(views(chief, early)))
     assert after.task == 1 and after.message.startswith("worker 1 finished training and exited normally at epoch 2/2, "
                                                         "step 5/5; worker 0 had finished training too, then ran a "
                                                         "collective worker 1 never ran (data_fit.py line 29, in "
@@ -257,20 +264,20 @@ def test_the_rules_on_captured_logs(tmp_path):
     # The issue's shape: the heartbeat's "unhealthy ... The tasks have crashed", then UnavailableError, after the
     # peer's exit 0 (the words of peer-stopped's survivor, with worker 1 as having exited normally first).
     chief, early = replay(tmp_path, ("peer-stopped-worker-0.log", 1, 20.0), ("clean-worker-1.log", 0, 1.0))
-    assert [d.task for d in training.uneven_steps(views(chief, early), [], 30.0)] == [1]
+    assert [d.task for d in training.uneven_steps(look(views(chief, early)))] == [1]
     # A chief that outlives its peer by 15 s hears "unhealthy" too, and exits 0: nothing to say.
     chief, early = replay(tmp_path, ("clean-chief-last-worker-0.log", 0, 20.0), ("clean-chief-last-worker-1.log", 0, 5.0))
-    assert training.uneven_steps(views(chief, early), [], 30.0) == []
+    assert training.uneven_steps(look(views(chief, early))) == []
     # Both tasks raised at different lines: different code paths, told on the chief.
     chief, other = replay(tmp_path, ("shape-mismatch-worker-0.log", 1, 5.6), ("shape-mismatch-worker-1.log", 1, 6.5))
-    (paths,) = training.uneven_steps(views(chief, other), [], 30.0)
+    (paths,) = training.uneven_steps(look(views(chief, other)))
     assert paths.task == 0 and "loop.py line" in paths.message and "in chief_only_summary" in paths.message
-    assert training.input_exhausted(views(chief, other), []) is None and training.nan_loss(views(chief, other), []) is None
+    assert training.input_exhausted(look(views(chief, other))) is None and training.nan_loss(look(views(chief, other))) is None
     # Both failed in fit, at the same line, having planned the same steps: not a step count but a collective inside
     # fit that the chief alone ran (its ModelCheckpoint, at its first epoch's end)
     chief, other = replay(tmp_path, ("chief-only-checkpoint-worker-0.log", 1, 8.0),
                           ("chief-only-checkpoint-worker-1.log", 1, 6.5))
-    (callback,) = training.uneven_steps(views(chief, other), [], 30.0)
+    (callback,) = training.uneven_steps(look(views(chief, other)))
     assert callback.task == 0 and callback.message.startswith("the tasks planned the same steps (an epoch is 5 steps on "
                                                               "every task) but ran different collectives inside "
                                                               "model.fit (worker 0 at epoch 1/3, step 5/5; worker 1 at "
@@ -278,11 +285,11 @@ def test_the_rules_on_captured_logs(tmp_path):
     assert "ModelCheckpoint" in callback.message and "different numbers of steps" not in callback.message
     # NaN in the progress bars: the chief's first, at the first step kwnb read it.
     chief, other = replay(tmp_path, ("nan-loss-worker-0.log", 0, 9.9), ("nan-loss-worker-1.log", 0, 9.6))
-    nan = training.nan_loss(views(chief, other), [])
+    nan = training.nan_loss(look(views(chief, other)))
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN at epoch 1, step "), nan.message
     # A custom loop that prints the loss tensor itself: no curve kwnb reads, the line is quoted instead
     chief, other = replay(tmp_path, ("nan-loss-loop-worker-0.log", 0, 11.3), ("nan-loss-loop-worker-1.log", 0, 11.3))
-    nan = training.nan_loss(views(chief, other), [])
+    nan = training.nan_loss(look(views(chief, other)))
     assert nan.task == 0 and nan.message.startswith("worker 0's loss became NaN (the first line that says "
                                                     'so: "step 1 loss tf.Tensor(nan, shape=(), dtype=float32)"): '
                                                     "training has diverged"), nan.message

@@ -7,7 +7,7 @@ spelled here only, in standard-library code both sides can import.
     .kwnb/runs/NAME-YYYYmmdd-HHMMSS[-K]/
         run.json                 what was launched (RunDescription): export or launch it again later;
                                  at the end, how it went ("result": engine/records/record.py, read by engine/records/past.py)
-        history.json             the metric rows at the end (epochs and steps of each task)
+        history.json             the metric rows at the end (epochs and steps of each task) and the log tails
         main.py, helpers.py      copies of the script and the %%kw_file modules, as they were
         <type>-<index>.log       each task's stdout and stderr, appended across restarts
         metrics-<position>.jsonl rows from kwnb.report()
@@ -18,13 +18,16 @@ spelled here only, in standard-library code both sides can import.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..errors import OptionError
 from .tf_config import TASK_TYPES
@@ -45,6 +48,7 @@ STACKS_SIGNAL_NAME = "SIGUSR2"
 
 RUNS_DIR_ENV = "KWNB_RUNS_DIR"
 DESCRIPTION = "run.json"
+HISTORY = "history.json"  # the metric rows and log tails at the end, apart: %kw_runs reads every run.json
 # run.json's "format": 1 (no key) what was launched; 2 adds "result" when the run ends (engine/records/record.py).
 RUN_JSON_FORMAT = 2
 SUMMARY = "summary.txt"
@@ -141,18 +145,113 @@ def launch_order(folder: Path, name: str) -> tuple:
 
 
 # ----- run.json ---------------------------------------------------------------------------------------
+# What run.json (and history.json) keep is declared where the values are defined: a dataclass field tagged
+# with `kept(...)` (TaskView, RunSnapshot, Diagnosis in the engine; RunDescription here). Writing
+# (`kept_of`) and reading (`read_kept`) walk those tags, so a new fact kept is one tagged field.
+KEPT = "kept"  # the metadata key: which file keeps the field
+REQUIRED = dataclasses.MISSING  # kept(missing=REQUIRED): every kwnb that wrote the record wrote this field
+_AS_DEFAULT = object()
+
+
+def kept(default=dataclasses.MISSING, *, into: str = DESCRIPTION, missing=_AS_DEFAULT, read=None,
+         write=None, each: type | None = None, flat: type | None = None, check=None, **options) -> dataclasses.Field:
+    """A dataclass field that `into` (run.json or history.json) keeps. `missing`: what reading gives when a
+    folder lacks it (an older kwnb wrote it; default: the field's default, else it is required); `read` and
+    `write` turn JSON's value back and forth (a list into a tuple); `each`: the kept type of every item of a
+    list; `flat`: a dataclass kept as its fields, side by side with the record's (a task's type and index);
+    `check(value)`: what a value read must be ("be a string") when it is not what kwnb writes, else None."""
+    if missing is _AS_DEFAULT:
+        missing = default
+    if isinstance(default, (list, dict)):  # an empty one: a fresh one for each value, as dataclasses want
+        options["default_factory"], default = type(default), dataclasses.MISSING
+    metadata = {KEPT: into, "missing": missing, "read": read, "write": write, "each": each, "flat": flat,
+                "check": check}
+    return dataclasses.field(default=default, metadata=metadata, **options)
+
+
+def kept_fields(kind: type, into: str) -> list[dataclasses.Field]:
+    return [item for item in dataclasses.fields(kind) if item.metadata.get(KEPT) == into]
+
+
+def kept_of(value, into: str = DESCRIPTION) -> dict:
+    """What `into` keeps of `value` (a dataclass whose fields are tagged with `kept`), as JSON's values."""
+    record = {}
+    for item in kept_fields(type(value), into):
+        one, meta = getattr(value, item.name), item.metadata
+        if meta["flat"]:
+            record.update(dataclasses.asdict(one))
+        elif meta["each"]:
+            record[item.name] = [kept_of(each, into) for each in one]
+        else:
+            record[item.name] = meta["write"](one) if meta["write"] else one
+    return record
+
+
+def read_kept(kind: type, data, into: str = DESCRIPTION) -> SimpleNamespace:
+    """The values of `kind`'s fields that `into` keeps, as attributes of their names, from what kept_of wrote;
+    a field `data` lacks takes its `missing` value, and a required one (every kwnb wrote it) raises KeyError."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{kind.__name__} is {type(data).__name__}, not an object")
+    values = {}
+    for item in kept_fields(kind, into):
+        meta = item.metadata
+        if meta["flat"]:
+            parts = dataclasses.fields(meta["flat"])
+            values[item.name] = meta["flat"](**{part.name: data[part.name] for part in parts})
+        elif item.name not in data:
+            if meta["missing"] is dataclasses.MISSING:
+                problem = meta["check"] and meta["check"](None)
+                raise ValueError(f"{item.name!r} must {problem}") if problem else KeyError(item.name)
+            missing = meta["missing"]
+            values[item.name] = type(missing)(missing) if isinstance(missing, (list, dict)) else missing  # a fresh one
+        else:
+            values[item.name] = _read_value(meta, data[item.name], item.name, into)
+    return SimpleNamespace(**values)
+
+
+def _read_value(meta, value, name: str, into: str):
+    problem = meta["check"] and meta["check"](value)
+    if problem:
+        raise ValueError(f"{name!r} must {problem}")
+    if meta["each"]:
+        return tuple(read_kept(meta["each"], one, into) for one in value)
+    return meta["read"](value) if meta["read"] else value
+
+
+def _is(kind: type, what: str, items: type | None = None):
+    """A check: a `kind` (of `items`: a list's, or a mapping's keys and values), else "be `what`"."""
+    def check(value):
+        parts = [] if not isinstance(value, kind) else [*value, *value.values()] if kind is dict else value
+        if not isinstance(value, kind) or items and not all(isinstance(part, items) for part in parts):
+            return f"be {what}"
+    return check
+
+
+def _task_list(value):
+    if not isinstance(value, list) or not value or not all(
+            isinstance(t, dict) and t.get("type") in TASK_TYPES and isinstance(t.get("index"), int)
+            and not isinstance(t.get("index"), bool) for t in value):
+        return f"list {{type, index}} with a type among {', '.join(TASK_TYPES)}"
+
+
 @dataclass
 class RunDescription:
-    """What run.json says about a run: enough to launch it again elsewhere."""
+    """What run.json says about a run: enough to launch it again elsewhere. Written when the run is made
+    (engine/records/record.py), read by the exports and past runs (each field checked, for a precise message)."""
 
-    dir: Path
-    name: str
-    script: str
-    args: list[str]
-    tasks: list[tuple[str, int]]
-    env: dict[str, str]
-    files: list[str]
-    gpus: bool = False
+    dir: Path  # where it is: not kept
+    name: str = kept(check=_is(str, "a string"))
+    script: str = kept(check=_is(str, "a file name"))
+    args: list[str] = kept(missing=[], check=_is(list, "a list of strings", str))
+    tasks: list[tuple[str, int]] = kept(check=_task_list, read=lambda tasks: [(t["type"], t["index"]) for t in tasks],
+                                        write=lambda tasks: [{"type": t, "index": i} for t, i in tasks])
+    env: dict[str, str] = kept(missing={}, check=_is(dict, "a mapping of strings", str))  # may hold secrets: 0600
+    files: list[str] = kept(missing=[], check=_is(list, "a list of file names", str))
+    gpus: bool = kept(False, read=bool)
+    python: str = kept("")
+    cwd: str = kept("")
+    backend: str = kept("")
+    created: str = kept("")  # "%Y-%m-%dT%H:%M:%S%z": when the run was made
 
     @property
     def counts(self) -> dict[str, int]:
@@ -160,13 +259,22 @@ class RunDescription:
         counted = Counter(task_type for task_type, _ in self.tasks)
         return {t: counted[t] for t in TASK_TYPES if counted[t]}
 
+    def as_json(self) -> dict:
+        return {"format": RUN_JSON_FORMAT, **kept_of(self)}
+
+
+def write_private_json(path: Path, data: dict, indent: int | None = 1) -> None:
+    """The one writer of run.json and history.json: private (0600: the environment run.json records may hold
+    secrets) and atomic (a temporary file, then rename), so a kernel killed mid-write leaves the previous file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with os.fdopen(os.open(temporary, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "w") as handle:
+        handle.write(json.dumps(data, indent=indent) + "\n")  # dumps: json.dump never uses the C encoder
+    os.replace(temporary, path)
+
 
 def write_description(run_dir: Path, description: dict) -> None:
-    """run.json, private (0600): the environment it records may hold secrets."""
-    path = RunFolder(run_dir).description
-    with os.fdopen(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "w") as handle:
-        json.dump(description, handle, indent=2)
-        handle.write("\n")
+    """run.json: RunDescription.as_json(), and what is added later ("result", the threads set)."""
+    write_private_json(RunFolder(run_dir).description, description)
 
 
 def read_description(run_dir: str | os.PathLike) -> RunDescription:
@@ -178,26 +286,10 @@ def read_description(run_dir: str | os.PathLike) -> RunDescription:
         raise OptionError(f"{path.parent} is not a kwnb run folder: it has no {DESCRIPTION}") from None
     except (OSError, ValueError) as error:
         raise OptionError(f"cannot read {path}: {error}") from None
-
-    def need(key, kind, what, default=None):
-        value = data.get(key, default) if isinstance(data, dict) else None
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise OptionError(f"{path}: {key!r} must be {what}")
-        return value
-
-    name, script = need("name", str, "a string"), need("script", str, "a file name")
-    args = need("args", list, "a list of strings", [])
-    env = need("env", dict, "a mapping of strings", {})
-    files = need("files", list, "a list of file names", [])
-    tasks = need("tasks", list, "a list of {type, index}")
-    if not all(isinstance(a, str) for a in args) or not all(isinstance(f, str) for f in files) or \
-            not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise OptionError(f"{path}: 'args', 'files' and 'env' must hold strings")
-    if not tasks or not all(isinstance(t, dict) and t.get("type") in TASK_TYPES and isinstance(t.get("index"), int)
-                            for t in tasks):
-        raise OptionError(f"{path}: 'tasks' must list {{type, index}} with a type among {', '.join(TASK_TYPES)}")
-    return RunDescription(Path(run_dir), name, script, list(args), [(t["type"], t["index"]) for t in tasks],
-                          dict(env), list(files), bool(data.get("gpus", False)))
+    try:
+        return RunDescription(Path(run_dir), **vars(read_kept(RunDescription, data)))
+    except (TypeError, ValueError) as error:
+        raise OptionError(f"{path}: {error}") from None
 
 
 def find_run_dir(ref: str | os.PathLike, runs_dir: str | os.PathLike | None = None) -> Path:

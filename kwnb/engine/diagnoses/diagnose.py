@@ -1,54 +1,43 @@
 """Diagnoses: what a run's tasks are doing wrong, in one sentence each, from their logs and processes.
 
+KINDS, at the end, is the one table of kinds: each row names a kind, the function that finds it, whether it
+says where a failure started (`origin`: the run's reason names it) and whether it describes a moment and is
+withdrawn when that passes (`transient`); docs/diagnoses.md has a row for each (tests/test_docs.py reads this
+table). A new kind is one function (taking a Look, diagnosis.py; and the task, for a kind asked of each task)
+plus one row.
+
 A pass is a pure function of values: `findings(view, now, facts)` reads a RunView (diagnosis.py: every
 task's signals, engine/tasks/task.py, copied under the run's state lock) and the process facts the
-supervisor gathered (ProcessFacts: the stacks of stalled tasks, the OOM killer's evidence) and returns
-what holds now; `merge(current, found, now)` is how the run applies it to its diagnoses, keeping when
-each was first seen. Two kinds describe a moment and are withdrawn when it passes (`waiting_for_peers`,
-`stalled`, `port_taken`); the others describe an event and stay. A run whose tasks all exit 0 ends with
-none: a peer that finished normally is never "lost".
+supervisor gathered (ProcessFacts: the stacks of stalled tasks, the OOM killer's evidence), asks each kind
+in the table's order, and returns what holds now; `merge(current, found, now)` is how the run applies it to
+its diagnoses, keeping when each was first seen. A run whose tasks all exit 0 ends with none: a peer that
+finished normally is never "lost".
 """
 from __future__ import annotations
 
-import functools
 import signal
-import socket
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Callable
 
 from . import known_errors, recovery
 from . import stacks as stack_dumps
-from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
 from . import training_faults as training
 from .distribution import changed_at, not_distributed
 from .divergence import diverging
-from .diagnosis import Diagnosis, RunView, ended as _ended, signal_name
+from .diagnosis import Diagnosis, Look, ProcessFacts, RunView, signal_name
 from .oom import OomEvidence
+from .peers import peer_lost, waiting_for_peers
 from ...machine.sizes import format_size
 
-WAIT_SECONDS = 10.0  # TensorFlow's own heartbeat timeout; a join that takes longer is worth a word
-PEER_GRACE_SECONDS = 3.0  # a peer reported gone while its process still runs: wait this long for its exit
-TRANSIENT = ("waiting_for_peers", "stalled", "port_taken")
 # Collective failures a task raises because a peer is gone: consequences, not causes.
 CONSEQUENCES = training.CONSEQUENCES
-# Kinds that say where a failure started, for the run's reason (the earliest wins).
-ORIGINS = ("error", "killed", "out_of_memory", "uneven_steps", "input_exhausted", "keras3", "tf_config_overridden",
-           "port_taken")
 # A task not yet joining (importing TensorFlow, loading data) prints nothing for long: with 6 learners' runs at
 # once on 2 cores the join took up to 101 s (benchmarks/load.py). It counts as progressing for this long after
 # its launch, and after that while it uses CPU.
 STARTING_SECONDS = 300.0
 STARTING_CPU_PERCENT = 2.0
 MEMORY_HINT_SHARE = 0.5  # peak memory above this share of the machine's makes the OOM killer a suspect
-
-
-@dataclass(frozen=True)
-class ProcessFacts:
-    """What the supervisor gathered from the tasks' processes for one pass, by task position."""
-
-    stacks: Mapping[int, str] = field(default_factory=dict)  # every live task's stacks, when a stall is suspected
-    oom: Mapping[int, OomEvidence] = field(default_factory=dict)  # tasks SIGKILLed by the OOM killer
 
 
 def merge(current: list[Diagnosis], found: list[Diagnosis], now: float,
@@ -75,28 +64,27 @@ def merge(current: list[Diagnosis], found: list[Diagnosis], now: float,
 
 
 def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) -> list[Diagnosis]:
-    """What holds now: a function of its inputs only (it reads no file and signals no process)."""
-    tasks, current = list(view.tasks), list(view.diagnoses)
-    members = [task for task in tasks if task.task_type != "evaluator"]  # a sidecar evaluator never joins
-    found = [*waiting_for_peers(joining(tasks), now), *peer_lost(tasks, now, facts.oom),
-             *training.uneven_steps(members, current, now)]
-    found += [d for d in (training.input_exhausted(tasks, current), training.nan_loss(tasks, current)) if d]
-    found += [d for d in (not_distributed(tasks, current), diverging(tasks, current)) if d]  # finished but wrong
-    for task in tasks:
-        found += [d for d in (killed(task, facts.oom.get(task.position)), error(task, view.script),
-                              keras3(task, view.env),
-                              tf_config_overridden(task), port_taken(task)) if d]
-    stall = _stall(view, now, facts.stacks) if _stall_suspected(view, now, found) else None
+    """What holds now: a function of its inputs only (it reads no file and signals no process). Each kind in
+    the table's order; the kinds asked of each task are asked where the first of them is listed, task by task
+    (a task's findings together, as the run lists them)."""
+    look = Look(view, now, facts)
+    each_task = [kind for kind in KINDS if kind.each_task]
+    for kind in KINDS:
+        if kind.find is None or kind.each_task and kind is not each_task[0]:
+            continue
+        asked = [each.find(task, look) for task in look.tasks for each in each_task] if kind.each_task else \
+            [kind.find(look)]
+        look.found += [d for one in asked for d in (one if isinstance(one, list) else [one]) if d]
     # The ends a restart left behind first, so that a task that ended the same way again is said as that new end
     # (merge: the last finding of a kind and task wins).
-    return recovery.after_restarts(current, tasks, view.restart_limit) + \
-        recovery.attempts_of(found + [stall] * bool(stall), tasks)
+    return recovery.after_restarts(look.current, look.tasks, ENDS, view.restart_limit) + \
+        recovery.attempts_of(look.found, look.tasks, ENDS)
 
 
 def wants_stacks(view: RunView, now: float) -> list[int]:
     """The positions of the live tasks whose stacks the next pass needs: every live task is silent (a stall is
     suspected) and no stall has been told yet. The supervisor captures them (stacks.capture: seconds)."""
-    if not _stall_suspected(view, now, waiting_for_peers(joining(view.tasks), now)):
+    if not _stall_suspected(view, now, waiting_for_peers(Look(view, now))):
         return []
     if any(d.kind in ("stalled", "uneven_steps") for d in view.diagnoses):
         return []
@@ -110,9 +98,14 @@ def _stall_suspected(view: RunView, now: float, found: list[Diagnosis]) -> bool:
                 and not any(_progressing(t, now, view.stall_after) for t in live))
 
 
-def _stall(view: RunView, now: float, dumps: Mapping[int, str]) -> Diagnosis:
+def stall(look: Look) -> Diagnosis | None:
+    """`stalled` when every live task is silent and no task is told waiting for its peers (asked last, so that
+    `look.found` holds this pass's waiting_for_peers); a stall told before stays as it was told."""
+    view = look.view
+    if not _stall_suspected(view, look.now, look.found):
+        return None
     current = next((d for d in view.diagnoses if d.kind in ("stalled", "uneven_steps")), None)
-    return current or stalled(view, now, dict(dumps))
+    return current or stalled(view, look.now, dict(look.facts.stacks))
 
 
 def _progressing(task: TaskView, now: float, window: float) -> bool:
@@ -132,106 +125,14 @@ def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | Non
     # Not a sidecar evaluator's: its failure is not training's (engine/tasks/roles.py); nor one a restart of its
     # task left behind (engine/diagnoses/recovery.py): a later failure is not that one.
     causes = [d for d in diagnoses if d.kind in ORIGINS and d.task is not None and tasks[d.task].training
-              and not recovery.restarted_since(d, tasks[d.task])]
+              and not recovery.restarted_since(d, tasks[d.task], ENDS)]
     return min(causes, key=lambda d: d.since) if causes else None
 
 
-def joining(tasks) -> list[TaskView]:
-    """The tasks that join a cluster and log it: not a sidecar evaluator (outside the cluster), and none of a
-    parameter-server job's: its workers and ps only serve, and its coordinator (a chief task or the notebook)
-    connects to them without a coordination service, so no task of it ever logs a join."""
-    if any(task.task_type == "ps" for task in tasks):
-        return []
-    return [task for task in tasks if task.task_type != "evaluator"]
-
-
-# ----- one function per kind -------------------------------------------------------------------------
-def waiting_for_peers(tasks: list[TaskView], now: float) -> list[Diagnosis]:
-    waiting = [(task, since) for task in tasks if task.alive and (since := _waiting_since(task)) is not None]
-    waited = [(task, since) for task, since in waiting if now - since > WAIT_SECONDS]
-    if not waited:
-        return []
-    waiter, since = min(waited, key=lambda pair: pair[1])
-    named = {s for task, _ in waiting if task.signals.waiting for s in task.signals.waiting.stragglers}
-    stragglers = [t for t in tasks if (t.task_type, t.index) in named] or \
-        [t for t in tasks if t.signals.connected_at is None and t not in [w for w, _ in waiting]]
-    evidence = list(waiter.signals.waiting.lines) if waiter.signals.waiting else []
-    return [Diagnosis("waiting_for_peers", straggler.position,
-                      f"{waiter.id} has waited {now - since:.0f} s for {straggler.id} to join; {straggler.id} "
-                      f"{_state(straggler, now)}", evidence=evidence) for straggler in stragglers]
-
-
-def _waiting_since(task: TaskView) -> float | None:
-    signals = task.signals
-    if signals.waiting is not None:  # the coordination leader says how many it still waits for
-        return signals.waiting_at
-    if signals.server_at is not None and signals.connected_at is None:  # the others: up, not yet joined
-        return signals.server_at
-    return None
-
-
-def _state(task: TaskView, now: float) -> str:
-    if task.returncode is not None:
-        return f"{_ended(task)} before joining: see %kw_logs {task.name}"
-    if task.status == "pending":
-        return "is still queued by the scheduler"
-    if task.started_at is None:
-        return "has not started"
-    return (f"is still starting ({now - task.started_at:.0f} s since launch: importing TensorFlow or loading "
-            f"data); it joins when it creates its strategy")
-
-
-def peer_lost(tasks: list[TaskView], now: float, oom_found: Mapping[int, OomEvidence]) -> list[Diagnosis]:
-    lost: dict[int, Diagnosis] = {}
-    for reporter in tasks:
-        for when, report in reporter.signals.peer_reports:
-            for peer in _peers_named(report, reporter, tasks):
-                if peer.position in lost or peer.returncode == 0:
-                    continue  # a peer that finished normally is reported unhealthy too: harmless
-                if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
-                    continue  # it may be exiting normally right now
-                oom_killed = peer.returncode == -9 and oom_found.get(peer.position)
-                how = "was killed by the kernel's OOM killer" if oom_killed else \
-                    _ended(peer) if peer.returncode is not None else \
-                    "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
-                    "still runs but stopped answering (overloaded, or its network is down)"
-                cause = f"{reporter.id} lost its peer {peer.id}, which {how}"
-                lost[peer.position] = Diagnosis("peer_lost", peer.position, f"{cause}; the others cannot go on "
-                                                f"without it", evidence=list(report.lines), cause=cause)
-    return list(lost.values())
-
-
-def _peers_named(report, reporter: TaskView, tasks: list[TaskView]) -> list[TaskView]:
-    if isinstance(report, tf.Unhealthy):
-        names = set(report.tasks)
-    elif report.task is not None:
-        names = {report.task}
-    else:  # an address, or nothing: the task listening there, else the one other task that went wrong
-        named = [t for t in tasks if t is not reporter and report.address and _same_address(t.address, report.address)]
-        suspects = [t for t in tasks if t is not reporter and (t.returncode not in (None, 0) or t.signals.stopped)]
-        return named or (suspects if len(suspects) == 1 else [])
-    return [t for t in tasks if (t.task_type, t.index) in names and t is not reporter]
-
-
-def _same_address(address: str, reported: str) -> bool:
-    """host:port against what gRPC reports (ipv4:10.0.0.2:PORT): the same port on the same host, so
-    that tasks sharing a port on different nodes (Slurm) are told apart."""
-    host, _, port = address.rpartition(":")
-    other_host, _, other_port = reported.rpartition(":")
-    return bool(port) and port == other_port and _resolved(host) == _resolved(other_host)
-
-
-@functools.lru_cache(maxsize=64)
-def _resolved(host: str) -> str:
-    try:
-        return socket.gethostbyname(host.strip("[]"))
-    except OSError:
-        return host
-
-
-def killed(task: TaskView, found: OomEvidence | None = None) -> Diagnosis | None:
-    """A kill from outside kwnb, or (`found`: the OOM killer's evidence the supervisor gathered) out_of_memory."""
-    code = task.returncode
+# ----- one function per kind (the peers' kinds are in peers.py) -------------------------------------
+def killed(task: TaskView, look: Look) -> Diagnosis | None:
+    """A kill from outside kwnb, or (the OOM killer's evidence the supervisor gathered) out_of_memory."""
+    found, code = look.facts.oom.get(task.position), task.returncode
     if code is None or task.stop_requested or task.killed_by_kwnb or not (code < 0 or code == 128 + 9):
         return None
     number = -code if code < 0 else 9
@@ -262,8 +163,8 @@ def out_of_memory(task: TaskView, found: OomEvidence) -> Diagnosis:
                      f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines], cause=cause)
 
 
-def error(task: TaskView, script: str) -> Diagnosis | None:
-    signals = task.signals
+def error(task: TaskView, look: Look) -> Diagnosis | None:
+    signals, script = task.signals, look.view.script
     if signals.traceback is None or task.stop_requested or signals.keras3 or signals.bind_failure or signals.mismatch:
         return None  # (keras3, port_taken, tf_config_overridden or uneven_steps says what that failure means)
     _, traceback = task.signals.traceback
@@ -287,9 +188,10 @@ LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # tf.keras is tf-keras only where it is on
 LEGACY_TRUE = ("1", "true", "True")
 
 
-def keras3(task: TaskView, env: Mapping[str, str] = {}) -> Diagnosis | None:
-    """Keras 3 under MultiWorkerMirroredStrategy: from `import keras`, or from the run's --env (`env`) that
-    made tf.keras Keras 3 too, whatever the script imports (then the variable is the cause)."""
+def keras3(task: TaskView, look: Look) -> Diagnosis | None:
+    """Keras 3 under MultiWorkerMirroredStrategy: from `import keras`, or from the run's --env that made
+    tf.keras Keras 3 too, whatever the script imports (then the variable is the cause)."""
+    env = look.view.env
     if task.signals.keras3 is None:
         return None
     said = f"{task.id} ran Keras 3, which cannot train under MultiWorkerMirroredStrategy (keras-team/keras#20585)"
@@ -301,7 +203,7 @@ def keras3(task: TaskView, env: Mapping[str, str] = {}) -> Diagnosis | None:
     return Diagnosis("keras3", task.position, f"{said}: {fix}", evidence=list(task.signals.keras3[1].lines))
 
 
-def tf_config_overridden(task: TaskView) -> Diagnosis | None:
+def tf_config_overridden(task: TaskView, look: Look) -> Diagnosis | None:
     record = task.signals.tf_config_set
     if record is None or record.get("deleted"):
         return None  # deleted, not replaced: not_distributed says it
@@ -319,7 +221,7 @@ def tf_config_overridden(task: TaskView) -> Diagnosis | None:
                      evidence=[str(record.get("tf_config", ""))[:300]])
 
 
-def port_taken(task: TaskView) -> Diagnosis | None:
+def port_taken(task: TaskView, look: Look) -> Diagnosis | None:
     if task.signals.bind_failure is None or task.signals.tf_config_set is not None:
         return None
     return Diagnosis("port_taken", task.position,
@@ -361,3 +263,42 @@ def _memory_was_high(peak: int) -> bool:
         return peak > MEMORY_HINT_SHARE * psutil.virtual_memory().total or psutil.virtual_memory().percent > 90
     except Exception:
         return False
+
+
+# ----- the table of kinds ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Kind:
+    """One kind of diagnosis. `find(look)` (or `find(task, look)`, `each_task`) returns a Diagnosis, a list of
+    them or None; None for `find`: another kind's function makes it (named in the comment). `origin`: it says
+    where a failure started, for the run's reason (the earliest wins). `transient`: it describes a moment and
+    is withdrawn when that passes; the others describe an event and stay. `ends`: it says how one attempt of a
+    task ended, which a restart may recover from (engine/diagnoses/recovery.py)."""
+
+    name: str
+    find: Callable | None
+    origin: bool = False
+    transient: bool = False
+    ends: bool = False
+    each_task: bool = False
+
+
+# In the order a pass asks them: stall last (it reads what this pass found); its docs row in docs/diagnoses.md.
+KINDS = (
+    Kind("waiting_for_peers", waiting_for_peers, transient=True),
+    Kind("peer_lost", peer_lost, ends=True),
+    Kind("uneven_steps", training.uneven_steps, origin=True),  # and stalled's, as a stall (training.collective_hang)
+    Kind("input_exhausted", training.input_exhausted, origin=True),
+    Kind("nan_loss", training.nan_loss),
+    Kind("not_distributed", not_distributed),  # finished but wrong
+    Kind("diverging", diverging),
+    Kind("killed", killed, origin=True, ends=True, each_task=True),
+    Kind("out_of_memory", None, origin=True, ends=True),  # killed's, with the OOM killer's evidence
+    Kind("error", error, origin=True, ends=True, each_task=True),
+    Kind("keras3", keras3, origin=True, each_task=True),
+    Kind("tf_config_overridden", tf_config_overridden, origin=True, each_task=True),
+    Kind("port_taken", port_taken, origin=True, transient=True, each_task=True),
+    Kind("stalled", stall, transient=True),
+)
+ORIGINS = tuple(kind.name for kind in KINDS if kind.origin)
+TRANSIENT = tuple(kind.name for kind in KINDS if kind.transient)
+ENDS = tuple(kind.name for kind in KINDS if kind.ends)

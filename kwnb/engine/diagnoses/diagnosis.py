@@ -1,30 +1,35 @@
-"""One diagnosis (a finding in one sentence), what a diagnosis pass reads of a run (RunView), and the words
-for how a task ended and how far it got, shared by the modules that make diagnoses
-(engine/diagnoses/diagnose.py, engine/diagnoses/training_faults.py)."""
+"""One diagnosis (a finding in one sentence), what a diagnosis pass reads of a run (RunView, ProcessFacts,
+and both as one Look: what every kind's function takes), and the words for how a task ended and how far it
+got, shared by the modules that make diagnoses (engine/diagnoses/diagnose.py holds the table of kinds)."""
 from __future__ import annotations
 
 import dataclasses
 import signal
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
+from ...task.runfolder import kept
 from ..tasks.view import TaskView
+
+if TYPE_CHECKING:
+    from .oom import OomEvidence
 
 
 @dataclass
 class Diagnosis:
-    """One finding: what happened, to which task (its position; None for the whole run), what to do."""
+    """One finding: what happened, to which task (its position; None for the whole run), what to do.
+    Every field is kept in run.json (`kept`: kwnb/task/runfolder.py), so a past run shows it as it was."""
 
-    kind: str
-    task: int | None
-    message: str
-    since: float = 0.0
-    evidence: list[str] = field(default_factory=list)
+    kind: str = kept()
+    task: int | None = kept(missing=None)
+    message: str = kept()
+    since: float = kept(0.0)
+    evidence: list[str] = kept([], read=list)
     # A task's end (engine/diagnoses/recovery.py): what happened in words without advice, and the task's restarts
     # when it happened. A later attempt of the task may recover from it; then it is history, no longer a fault.
-    cause: str = ""
-    attempt: int = 0
-    recovered: bool = False
+    cause: str = kept("")
+    attempt: int = kept(0)
+    recovered: bool = kept(False)
 
     def __str__(self) -> str:
         return self.message
@@ -51,6 +56,39 @@ class RunView:
     diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
     env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
     restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0
+
+
+@dataclass(frozen=True)
+class ProcessFacts:
+    """What the supervisor gathered from the tasks' processes for one pass, by task position."""
+
+    stacks: Mapping[int, str] = field(default_factory=dict)  # every live task's stacks, when a stall is suspected
+    oom: Mapping[int, "OomEvidence"] = field(default_factory=dict)  # tasks SIGKILLed by the OOM killer
+
+
+@dataclass
+class Look:
+    """One diagnosis pass as every kind's function reads it (engine/diagnoses/diagnose.py's KINDS): the run,
+    the time, the process facts, and what the kinds listed before found in this pass."""
+
+    view: RunView
+    now: float
+    facts: ProcessFacts = field(default_factory=ProcessFacts)
+    found: list[Diagnosis] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> list[TaskView]:
+        return list(self.view.tasks)
+
+    @property
+    def current(self) -> list[Diagnosis]:
+        """The run's diagnoses before this pass (copies): a kind said once keeps its first task and words."""
+        return list(self.view.diagnoses)
+
+    @property
+    def members(self) -> list[TaskView]:
+        """The tasks that train together: a sidecar evaluator never joins."""
+        return [task for task in self.view.tasks if task.task_type != "evaluator"]
 
 
 def signal_name(number: int) -> str:

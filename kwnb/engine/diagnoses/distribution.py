@@ -15,7 +15,7 @@ import math
 import os
 
 from ..tasks.view import TaskView
-from .diagnosis import Diagnosis
+from .diagnosis import Diagnosis, Look
 
 # Equal epoch values, as printed (4 decimals): identical on every clean 2-worker capture and test run
 # (tests/data/tf-2.21/clean-*: 0.7040 and 0.7040); outside strategy.scope() they differed by 3 % (issue 29: 2.227
@@ -27,7 +27,8 @@ FIX_TF_CONFIG = "delete that line: kwnb gives each task its TF_CONFIG, which Ten
 FIX_SCOPE = "build and compile the model inside `with strategy.scope():`"
 
 
-def not_distributed(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
+def not_distributed(look: Look) -> Diagnosis | None:
+    tasks, current = look.tasks, look.current
     if any(d.kind == "not_distributed" for d in current):
         return next(d for d in current if d.kind == "not_distributed")  # said once: it keeps its task and words
     members = [t for t in tasks if t.training]

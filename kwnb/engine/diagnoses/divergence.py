@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..tasks.view import TaskView
-from .diagnosis import Diagnosis
+from .diagnosis import Diagnosis, Look
 
 # A rise this many times over the lowest loss so far. A learning rate of 1e3 on the test fit went from 0.69 to
 # ~1e9 in the first epoch (issue 29's MNIST: 2.29 -> 5e10); a clean fit's epoch loss moved by less than 2 %
@@ -19,7 +19,8 @@ FIX = ("lower the learning rate (10x at a time), scale the inputs (divide pixels
        "(clipnorm=1.0)")
 
 
-def diverging(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
+def diverging(look: Look) -> Diagnosis | None:
+    tasks, current = look.tasks, look.current
     if any(d.kind in ("nan_loss", "diverging") for d in current):  # said once; NaN says it louder
         return next((d for d in current if d.kind == "diverging"), None)
     task = next((t for t in sorted(tasks, key=lambda t: not t.is_chief) if t.training and (t.epochs or t.steps)),

@@ -13,7 +13,7 @@ import re
 from . import stacks as stack_dumps
 from ..readers import tf_messages as tf
 from ..tasks.view import TaskView
-from .diagnosis import Diagnosis, reached
+from .diagnosis import Diagnosis, Look, reached
 
 # Collective failures a task raises because a peer is gone or differs: consequences, not causes.
 CONSEQUENCES = ("UnavailableError", "CancelledError", "AbortedError", "DeadlineExceededError")
@@ -49,10 +49,12 @@ def _at(task: TaskView) -> str:
 
 
 # ----- uneven_steps ----------------------------------------------------------------------------------
-def uneven_steps(tasks: list[TaskView], current: list[Diagnosis], now: float) -> list[Diagnosis]:
+def uneven_steps(look: Look) -> list[Diagnosis]:
     """A task finished its loop (exit 0) while a peer still trained, and the peer then failed in a collective;
-    or tasks met in one collective with different shapes (they took different code paths)."""
-    return [d for d in (_finished_early(tasks), _mismatch(tasks, current, now)) if d]
+    or tasks met in one collective with different shapes (they took different code paths). Among the tasks
+    that train together (a sidecar evaluator never joins); a stall's form is collective_hang's."""
+    tasks = look.members
+    return [d for d in (_finished_early(tasks), _mismatch(tasks, look.current, look.now)) if d]
 
 
 def _finished_early(tasks: list[TaskView]) -> Diagnosis | None:
@@ -169,7 +171,8 @@ def _same_line(tasks: list[TaskView], told: int | None, said: str) -> tuple[Task
 
 
 # ----- input_exhausted -------------------------------------------------------------------------------
-def input_exhausted(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
+def input_exhausted(look: Look) -> Diagnosis | None:
+    tasks, current = look.tasks, look.current
     seen = [(t.signals.input_exhausted[0], t) for t in tasks if t.signals.input_exhausted is not None]
     task = _first("input_exhausted", seen, current)
     if task is None:
@@ -195,7 +198,8 @@ def input_exhausted(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosi
 
 
 # ----- nan_loss --------------------------------------------------------------------------------------
-def nan_loss(tasks: list[TaskView], current: list[Diagnosis]) -> Diagnosis | None:
+def nan_loss(look: Look) -> Diagnosis | None:
+    tasks, current = look.tasks, look.current
     seen = [(0.0 if t.is_chief else 1.0, t) for t in tasks
             if t.nonfinite is not None or t.signals.nonfinite is not None]
     task = _first("nan_loss", seen, current)  # the chief's curves first: every replica shows the same loss

@@ -29,7 +29,7 @@ from typing import Callable
 
 from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
-from ...task.runfolder import RUN_JSON_FORMAT, RunFolder, default_runs_dir, new_run_dir, write_description
+from ...task.runfolder import RunFolder, default_runs_dir, new_run_dir
 from . import cluster as clusters
 from ..diagnoses import diagnose
 from ..diagnoses.diagnosis import Diagnosis
@@ -45,7 +45,7 @@ from .settings import LaunchSettings
 from .supervisor import Supervisor, guarded
 from .control import TaskControl, log_separator
 from .coordinator import CoordinatorSide
-from ..records.record import record_result
+from ..records.record import record_description, record_result
 from ..records.snapshot import RunSnapshot, snapshot_of_run
 from ..records.summary import format_summary
 from ..tasks.task import Task
@@ -142,20 +142,7 @@ class Run(RunReading, TaskControl, CoordinatorSide):
         return tasks
 
     def _write_description(self) -> None:
-        write_description(self.dir, {
-            "format": RUN_JSON_FORMAT,
-            "name": self.name,
-            "script": self.script.name,
-            "args": self.args,
-            "tasks": [{"type": task.type, "index": task.index} for task in self.task_ids],
-            "env": self.user_env,  # may hold secrets: the file is private, like the run folder
-            "files": [path.name for path in self.files if path.is_file()],
-            "python": self.python,
-            "cwd": str(self.cwd),
-            "backend": self.launcher.name,
-            "gpus": self.gpus,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        })
+        record_description(self)  # run.json: what was launched (engine/records/record.py)
 
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "Run":

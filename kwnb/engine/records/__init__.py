@@ -4,5 +4,5 @@ from their folders (past.py), reading a run's tasks, rows and logs (reading.py, 
 a past run) and the older names kept working (compat.py).
 
 May import diagnoses/, tasks/ and readers/; never live/: a reader of a run takes a snapshot. A new
-view of a finished run, or a new field run.json keeps, goes here.
+view of a finished run goes here; a new field run.json keeps is a field tagged `kept` where it is declared.
 """

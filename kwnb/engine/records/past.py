@@ -20,15 +20,16 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 from ...errors import KwnbError
-from ...task.runfolder import DESCRIPTION, RUN_JSON_FORMAT, RunFolder, default_runs_dir, find_run_dir, launch_order, read_description
+from ...task.runfolder import (DESCRIPTION, HISTORY, RUN_JSON_FORMAT, RunFolder, default_runs_dir, find_run_dir,
+                               launch_order, read_description, read_kept)
 from ...task.tf_config import TaskId
 from ..diagnoses.diagnosis import Diagnosis
 from ..readers.metrics import MetricsParser
 from ..tasks.roles import chief_position
 from .reading import RunReading
-from .record import HISTORY, DiagnosisRecord, RunResult, TaskRecord, TaskRows, read_record
 from ..readers.output import TaskOutput
 from .snapshot import LOG_LINES, RunSnapshot, TaskView
 from .summary import format_summary
@@ -71,38 +72,38 @@ class PastRun(RunReading):
                 "the run is still going elsewhere, or what ran it ended before it did" if version >= 2 else
                 "an older kwnb wrote this folder"))
             result = {"status": "unknown", "tasks": []}
-        kept = read_record(RunResult, result)
-        recorded = {(task.type, task.index): task for task in kept.tasks}
+        kept = read_kept(RunSnapshot, result)
+        recorded = {task.id: task for task in kept.tasks}
         rows = self._rows(description.tasks)
         chief = chief_position([TaskId(kind, index) for kind, index in description.tasks])  # as the live run's
-        tasks = tuple(self._task(TaskId(kind, index), recorded.get((kind, index)) or TaskRecord(type=kind, index=index),
-                                 position, rows[position], position == chief)
+        tasks = tuple(self._task(TaskId(kind, index), recorded.get(TaskId(kind, index)) or
+                                 read_kept(TaskView, {"type": kind, "index": index}), position, rows[position],
+                                 position == chief)
                       for position, (kind, index) in enumerate(description.tasks))
-        shown = {**vars(kept), "tasks": tasks, "diagnoses": tuple(map(_diagnosis, kept.diagnoses)),
-                 "diagnosis_history": tuple(map(_diagnosis, kept.diagnosis_history))}
+        shown = {**vars(kept), "tasks": tasks, "diagnoses": tuple(Diagnosis(**vars(d)) for d in kept.diagnoses),
+                 "diagnosis_history": tuple(Diagnosis(**vars(d)) for d in kept.diagnosis_history)}
         return RunSnapshot(**shown, name=self.name, dir=self.dir, done=True, past=True, missing=tuple(self.missing),
                            taken_at=time.time())
 
-    def _task(self, task_id: TaskId, kept: TaskRecord, position: int, rows: tuple, chief: bool) -> TaskView:
-        """What run.json kept of the task, with its lines counted in its log and its metric rows (`rows`:
-        the TaskRows and, where they were parsed again, the progress they give)."""
+    def _task(self, task_id: TaskId, kept: SimpleNamespace, position: int, rows: tuple, chief: bool) -> TaskView:
+        """What run.json kept of the task (TaskView's fields tagged `kept`), with its lines counted in its log and
+        its metric rows (`rows`: history.json's fields and, where they were parsed again, the progress they give)."""
         log_path = self.folder.log(task_id.type, task_id.index)
         history, parsed_progress = rows
         tail, tail_runtime, total, runtime = self._log_tail(log_path, history, kept)
         shown = {**vars(kept), **vars(history), "position": position, "total_lines": total, "runtime_lines": runtime,
-                 "is_chief": chief if kept.is_chief is None else kept.is_chief,
+                 "is_chief": chief if kept.is_chief is None else kept.is_chief, "id": task_id,
                  "progress": kept.progress or parsed_progress or (None, ""), "tail": tail, "tail_runtime": tail_runtime}
-        del shown["type"], shown["index"]
-        return TaskView(**shown, id=task_id, alive=False, log_path=log_path)
+        return TaskView(**shown, alive=False, log_path=log_path)
 
     def _rows(self, task_ids: list) -> list[tuple]:
-        """Each task's TaskRows and, where they were parsed again, its progress: history.json, else the
-        logs and kwnb.report() rows read again."""
+        """Each task's rows (TaskView's fields history.json keeps) and, where they were parsed again, its progress:
+        history.json, else the logs and kwnb.report() rows read again."""
         path = self.folder.path / HISTORY
         try:
             tasks = json.loads(path.read_text(encoding="utf-8"))["tasks"]
             if len(tasks) == len(task_ids):
-                return [(read_record(TaskRows, task), None) for task in tasks]
+                return [(read_kept(TaskView, task, HISTORY), None) for task in tasks]
             why = "it lists other tasks"
         except FileNotFoundError:
             why = "no such file"
@@ -117,10 +118,10 @@ class PastRun(RunReading):
                            (self.folder.metrics(position), parser.feed_report_lines)):
             for chunk in _chunks(path):
                 feed(chunk)
-        rows = TaskRows(epochs=tuple(parser.history()), steps=tuple(parser.steps), steps_per_epoch=parser.steps_per_epoch)
-        return rows, parser.progress()
+        rows = {"epochs": parser.history(), "steps": parser.steps, "steps_per_epoch": parser.steps_per_epoch}
+        return read_kept(TaskView, rows, HISTORY), parser.progress()  # no tail kept: the log is read again
 
-    def _log_tail(self, path: Path, rows: TaskRows, kept: TaskRecord) -> tuple[tuple, tuple, int, int]:
+    def _log_tail(self, path: Path, rows: SimpleNamespace, kept: SimpleNamespace) -> tuple[tuple, tuple, int, int]:
         """The log's last lines as a terminal shows them and which are runtime lines (their places among them), how
         many lines in all, how many runtime lines: as the run recorded them, else (a folder an older kwnb wrote,
         or a run that never ended here) the log read again by the reader the live run had."""
@@ -320,6 +321,3 @@ def _mtime(folder: Path) -> float:
     except OSError:
         return 0.0
 
-
-def _diagnosis(kept: DiagnosisRecord) -> Diagnosis:
-    return Diagnosis(**{**vars(kept), "evidence": list(kept.evidence)})

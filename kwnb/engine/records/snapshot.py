@@ -14,29 +14,32 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...task.runfolder import RunFolder
+from ...task.runfolder import RunFolder, kept
 from ..diagnoses.diagnosis import Diagnosis
 from ..tasks.view import LOG_LINES, TaskView, view_of  # (LOG_LINES, TaskView: past.py and views import them from here)
 
 @dataclass(frozen=True)
 class RunSnapshot:
     """A run at one moment (live) or as its folder recorded it (past); `missing` says what a past
-    run's folder could not tell (an older kwnb wrote it, or the kernel ended before the run)."""
+    run's folder could not tell (an older kwnb wrote it, or the kernel ended before the run).
+
+    The fields tagged `kept` are run.json's "result", written when the run ends (engine/records/record.py)
+    and read back by a past run (engine/records/past.py); each task's are tagged in TaskView."""
 
     name: str
     dir: Path
-    status: str
+    status: str = kept()
     done: bool
-    tasks: tuple
-    started_at: float | None = None
-    ended_at: float | None = None
-    elapsed: float = 0.0
-    restarts: int = 0  # the failure policy's cluster restarts
-    user_restarts: int = 0  # tasks the user restarted (%kw_restart)
-    reason: str = ""
-    notes: tuple = ()
-    diagnoses: tuple = ()
-    diagnosis_history: tuple = ()
+    tasks: tuple = kept(each=TaskView)
+    started_at: float | None = kept(None)
+    ended_at: float | None = kept(None)
+    elapsed: float = kept(0.0, read=lambda value: value or 0.0)  # a run that never started: null
+    restarts: int = kept(0)  # the failure policy's cluster restarts
+    user_restarts: int = kept(0)  # tasks the user restarted (%kw_restart)
+    reason: str = kept("")
+    notes: tuple = kept((), read=tuple)
+    diagnoses: tuple = kept((), each=Diagnosis)
+    diagnosis_history: tuple = kept((), each=Diagnosis)
     past: bool = False
     missing: tuple = ()
     taken_at: float = 0.0

@@ -4,6 +4,11 @@ task is copied once per look and every reader sees the same facts.
 
 A live task is copied by `view_of` under its run's state lock (lists of references and a copy of its
 signals, no I/O); a past run's folder is read into the same type (engine/records/past.py).
+
+What a run's folder keeps of a task is tagged here, field by field (`kept`, kwnb/task/runfolder.py): into
+run.json's "result" when the run ends, or into history.json (`into=HISTORY`: the rows and the log tail, too
+big for run.json, which every `%kw_runs` listing reads). A past run reads the same fields back; `missing` is
+what it shows of a field a folder lacks (an older kwnb wrote it).
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...task.runfolder import HISTORY, REQUIRED, kept
 from ...task.tf_config import TaskId
 from .roles import is_sidecar
 from .task import Named, Signals
@@ -27,37 +33,39 @@ LOG_LINES = 300  # the log tail a view shows (the dashboard's tab); the file kee
 class TaskView(Named):
     """One task as views, the policy and the diagnoses read it (the fields they used to read from Task)."""
 
-    position: int
-    id: TaskId
-    is_chief: bool
-    status: str
-    phase: str
-    returncode: int | None = None
-    pid: int | None = None
-    where: str = ""  # where it runs: a pid here, a job and node under a scheduler
-    gpu: str = ""  # its CUDA_VISIBLE_DEVICES, where --gpus placed it (engine/live/gpu_placement.py)
-    address: str = ""
-    started_at: float | None = None
-    ended_at: float | None = None
-    elapsed: float = 0.0
-    restarts: int = 0
-    warm: bool = False
+    position: int = kept(missing=None)  # a past run takes it from run.json's task list
+    id: TaskId = kept(flat=TaskId)  # kept as its type and index
+    is_chief: bool = kept(missing=None)  # unknown: engine/tasks/roles.py decides, as it did for the live run
+    status: str = kept(missing="unknown")
+    phase: str = kept(missing="unknown")
+    returncode: int | None = kept(None)
+    pid: int | None = kept(None)
+    where: str = kept("")  # where it runs: a pid here, a job and node under a scheduler
+    gpu: str = kept("")  # its CUDA_VISIBLE_DEVICES, where --gpus placed it (engine/live/gpu_placement.py)
+    address: str = kept("")
+    started_at: float | None = kept(None)
+    ended_at: float | None = kept(None)
+    elapsed: float = kept(0.0, read=lambda value: value or 0.0)  # a task that never started: null
+    restarts: int = kept(0)
+    warm: bool = kept(False)
     alive: bool = False
-    phases: tuple = ()  # (time it began, phase), across restarts
-    tail: tuple = ()  # the last lines as a terminal shows them, the unfinished one included
-    tail_runtime: tuple = ()  # which lines of `tail` (their places in it) are TensorFlow runtime lines
-    total_lines: int = 0  # lines the log has on screen so far, the tail's included
-    runtime_lines: int = 0  # TensorFlow's C++ runtime lines among them
+    # (time it began, phase), across restarts
+    phases: tuple = kept((), read=lambda pairs: tuple((at, phase) for at, phase in pairs))
+    # the last lines as a terminal shows them, the unfinished one included (a folder without them: None)
+    tail: tuple = kept((), into=HISTORY, missing=None, read=tuple)
+    tail_runtime: tuple = kept((), into=HISTORY, read=tuple)  # which lines of `tail` (their places) are runtime lines
+    total_lines: int = kept(0)  # lines the log has on screen so far, the tail's included
+    runtime_lines: int = kept(0)  # TensorFlow's C++ runtime lines among them
     log_path: Path | None = None
-    progress: tuple = (None, "")  # (fraction done or None, "epoch 2/5, step 30/100")
-    epochs: tuple = ()  # per-epoch rows, in epoch order
-    steps: tuple = ()  # per-step rows
-    steps_per_epoch: int | None = None
+    progress: tuple = kept((None, ""), missing=(), read=tuple)  # (fraction done or None, "epoch 2/5, step 30/100")
+    epochs: tuple = kept((), into=HISTORY, missing=REQUIRED, read=tuple)  # per-epoch rows, in epoch order
+    steps: tuple = kept((), into=HISTORY, missing=REQUIRED, read=tuple)  # per-step rows
+    steps_per_epoch: int | None = kept(None, into=HISTORY)
     cpu_percent: float | None = None
     rss: int = 0
-    peak_rss: int = 0
-    rate: float | None = None  # steps per second, recent (live) or over the time spent training (ended)
-    time_in: dict = field(default_factory=dict)  # seconds spent in each phase, all attempts together
+    peak_rss: int = kept(0)
+    rate: float | None = kept(None)  # steps per second, recent (live) or over the time spent training (ended)
+    time_in: dict = kept({}, read=dict)  # seconds spent in each phase, all attempts together
     # What the diagnoses and the policy read besides (a past run's folder does not keep them: the defaults)
     epoch: int | None = None  # the epoch in progress (0-based), as the output printed it
     step: int | None = None  # the step within it (1-based)

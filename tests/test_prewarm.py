@@ -27,13 +27,13 @@ def warm_session(monkeypatch):
 
 def test_kwnb_warm_0_starts_nothing(monkeypatch):
     monkeypatch.setenv("KWNB_WARM", "0")
-    assert prewarm() is None
+    assert prewarm(2) is None
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_first_run_after_loading_the_extension_starts_warm(tmp_path, warm_session):
-    prewarm().join(30)
+    prewarm(2).join(30)
     assert pool_ready(2), (POOL.status(), POOL.refused)
     assert "by the memory" in POOL.cap_reason
     run = kwnb.launch(SCRIPT, n=2, runs_dir=tmp_path / "runs", cwd=tmp_path)  # every option its default

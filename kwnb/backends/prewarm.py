@@ -12,13 +12,10 @@ import os
 import sys
 import threading
 
-from .settings import DEFAULTS
 
-DEFAULT_TASKS = DEFAULTS.n  # %%kw_worker's default -n
-
-
-def prewarm(count: int = DEFAULT_TASKS) -> threading.Thread | None:
-    """Start filling the pool in the background (a network probe and the limits take ~10-50 ms)."""
+def prewarm(count: int) -> threading.Thread | None:
+    """Start filling the pool for a run of `count` tasks (the caller knows the default: the launch options are
+    declared above this layer) in the background (a network probe and the limits take ~10-50 ms)."""
     if os.environ.get("KWNB_WARM", "1") == "0":
         return None
     thread = threading.Thread(target=_prepare, args=(count, os.getcwd()), name="kwnb-prewarm", daemon=True)

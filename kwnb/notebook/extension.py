@@ -9,6 +9,7 @@ from __future__ import annotations
 
 def load_ipython_extension(ipython) -> None:
     from ..backends.prewarm import prewarm
+    from ..engine.live.settings import DEFAULTS
     from ..pictures.painter import painter
     from .kernel_stderr import keep_runtime_lines_out_of_cells
     from .magics import KwnbMagics
@@ -23,7 +24,7 @@ def load_ipython_extension(ipython) -> None:
     # that loading the extension does not import the engine.
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.live.run", "Run", _display_run)
     ipython.display_formatter.ipython_display_formatter.for_type_by_name("kwnb.engine.records.past", "PastRun", _display_run)
-    prewarm()  # warm interpreters for a first `%%kw_worker ... -n 2` cell, within the session's limits
+    prewarm(DEFAULTS.n)  # warm interpreters for a first `%%kw_worker` cell with the default -n, within the session's limits
     # The drawing process's start and matplotlib import (about 1 CPU-s) now, while the learner reads, not
     # beside a first run's tasks: a first cell showed its dashboard 1.1-1.3 s late waiting for it (issue 31).
     painter().prepare()

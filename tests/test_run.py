@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 import kwnb
+from kwnb.engine.live.after_end import AfterEnd
 from kwnb.engine.live.compat import FORMER_NAMES
 from kwnb.pictures.outputs import pictures_ready
 from waiting import wait_until
@@ -307,6 +308,33 @@ def test_a_learners_run_shows_the_learners_names_and_none_of_the_engines(tmp_pat
         with pytest.raises(AttributeError, match="cannot be set"):
             run.failure_grace = 1.0
     finally:
+        run.stop()
+
+
+def test_an_on_end_callback_gets_the_run_and_its_work_after_the_end_is_waited_for(tmp_path):
+    """The callback gets the learner's Run; an AfterEnd it returns runs in a thread that is not a daemon, adds
+    to the run's notes, and wait(pictures=True) waits for it (kwnb.launch's pictures are one)."""
+    release, given = threading.Event(), []
+
+    def later(note):
+        release.wait(30)
+        note("said after the end")
+
+    def callback(run):
+        given.append(run)
+        return AfterEnd("kwnb-test-after-end", later)
+
+    run = launch_behave(tmp_path, "after-end", ["--sleep", "0"], on_end=[callback])
+    try:
+        assert run.wait(timeout=60) == [0, 0] and given == [run], run.summary()
+        thread = next(t for t in threading.enumerate() if t.name == "kwnb-test-after-end")
+        assert not thread.daemon and thread.is_alive()
+        assert run.wait(timeout=0.3, pictures=True) == [0, 0] and "said after the end" not in run.notes
+        release.set()
+        run.wait(timeout=30, pictures=True)
+        assert not thread.is_alive() and run.notes[-1] == "said after the end"
+    finally:
+        release.set()
         run.stop()
 
 

@@ -4,8 +4,9 @@ It shows what a learner may read or do and nothing else: the run's tasks, status
 it, stopping it, killing or restarting a task, its stacks, summary and snapshot, and what a
 ParameterServerStrategy coordinator in the notebook needs (coordinator.py). What kwnb does with the run is on
 its engine side (run_engine.py: the tasks, the launcher, the locks, the notes and diagnoses) and its
-supervisor (supervisor.py), both held privately; kwnb's own code (the registry, the end-of-run outputs)
-reaches the engine side with `engine_of(run)`. The on_end callbacks get this Run.
+supervisor (supervisor.py), both held privately; kwnb's own code (the registry) reaches the engine side
+with `engine_of(run)`. The on_end callbacks get this Run; one with more to do after the end returns an
+AfterEnd (after_end.py), which the engine side runs.
 
 Names earlier versions showed here (the engine's steps and locks, copies of the settings) keep working with
 a DeprecationWarning (compat.py), but are not in `dir(run)`; tests/test_run.py lists the names that are.

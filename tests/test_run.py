@@ -296,7 +296,7 @@ def test_a_learners_run_shows_the_learners_names_and_none_of_the_engines(tmp_pat
         assert not [name for name in LEARNER_NAMES if isinstance(getattr(run, name), lock)]
         assert set(ENGINE_OWN) <= set(FORMER_NAMES) and not set(FORMER_NAMES) & shown
         for name in FORMER_NAMES:
-            with pytest.warns(DeprecationWarning, match=rf"^Run\.{name} is no longer a learner's and will be removed: "):
+            with pytest.warns(DeprecationWarning, match=rf"^Run\.{name} will be removed: \w"):
                 getattr(run, name)
         with pytest.warns(DeprecationWarning, match="print what an on_end callback has to tell"):
             run.add_note("said by saved code")

@@ -42,7 +42,7 @@ def test_a_run_keeps_its_settings_and_the_attributes_users_read(tmp_path):
                                           launcher=run.launcher)
     assert run.args == ["--sleep", "1"] and len(run.workers) == 3 and run.name == "kept"
     for name, value in (("timeout", 30), ("on_failure", "restart"), ("max_restarts", 1), ("stall_after", 0)):
-        with pytest.warns(DeprecationWarning, match=rf"^Run\.{name} .* removed: use run\.settings\.{name}$"):
+        with pytest.warns(DeprecationWarning, match=rf"^Run\.{name} will be removed: use run\.settings\.{name}, "):
             assert getattr(run, name) == value  # the copies earlier versions kept, read from the settings
         assert name not in dir(run)
     run.stop()

@@ -1,11 +1,15 @@
 """The names a Run showed before the learner's Run and the engine's side were apart: the engine's own steps and
-locks, copies of the launch settings, and its plumbing. Notebooks and saved code that use one keep working:
-`Run.__getattr__` (run.py) reads it from the run's engine side (run_engine.py) with a DeprecationWarning that
-says what to use instead, shown where a notebook's cell uses it; none of them is in `dir(run)`.
+locks, its plumbing, and copies of the launch options (run.timeout, now run.settings.timeout). Notebooks and
+saved code that use one keep working: `Run.__getattr__` (run.py) reads it from the run's engine side
+(run_engine.py) with a DeprecationWarning that says what to use instead, shown where a notebook's cell uses
+it; none of them is in `dir(run)`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from .settings import LaunchSettings
 
 KWNB_DOES_IT = "there is nothing to call: kwnb's supervisor does it, and run.wait() returns once it has"
 PRINT_IT = "print what an on_end callback has to tell (the run's notes are kwnb's)"
@@ -26,12 +30,7 @@ class Former:
         return value
 
     def message(self, name: str) -> str:
-        return f"Run.{name} is no longer a learner's and will be removed: {self.instead}"
-
-
-def _settings(*names: str) -> dict[str, Former]:
-    """Copies of a launch option: read from `run.settings`, the one value they came from."""
-    return {name: Former(f"settings.{name}", f"use run.settings.{name}") for name in names}
+        return f"Run.{name} will be removed: {self.instead}"
 
 
 FORMER_NAMES: dict[str, Former] = {
@@ -50,12 +49,6 @@ FORMER_NAMES: dict[str, Former] = {
     "stop_all": Former("stop_all", "use run.stop()"),
     "stopping": Former("stopping", "use run.done and run.status"),
     "refresh": Former("refresh", "use run.snapshot(): kwnb's supervisor refreshes the run every 0.1 s"),
-    # Copies of the launch settings.
-    **_settings("timeout", "on_failure", "max_restarts", "failure_grace", "stop_grace", "chief_grace",
-                "stall_after", "gpus"),
-    "logdir": Former("logdir", "use run.settings.logdir (as given)"),
-    "user_env": Former("user_env", "use run.settings.env"),
-    "files": Former("files", "use run.settings.files (as given)"),
     # The engine's plumbing.
     "user_files": Former("user_files", "use run.script and run.settings.files"),
     "task_ids": Former("task_ids", "use [task.id for task in run.tasks]"),
@@ -64,6 +57,18 @@ FORMER_NAMES: dict[str, Former] = {
     "gpu_placement": Former("gpu_placement", "each task's GPUs are in run.snapshot().tasks[i].gpu"),
     "folder": Former("folder", "use run.dir"),
     "log": Former("log", "kwnb's own account of the run is kwnb.log in run.dir"),
-    "on_end": Former("on_end", "use run.settings.on_end"),
+    "user_env": Former("user_env", "use run.settings.env"),
     "after_end": Former("after_end", "use run.wait(pictures=True)"),
 }
+
+
+def former(name: str) -> Former | None:
+    """What `name` was on a Run, if anything; a launch option (run.timeout) is read from `run.settings`."""
+    if name in FORMER_NAMES:
+        return FORMER_NAMES[name]
+    if name in OPTIONS:
+        return Former(f"settings.{name}", f"use run.settings.{name}, where every launch option is")
+    return None
+
+
+OPTIONS = frozenset(field.name for field in dataclasses.fields(LaunchSettings))

@@ -23,7 +23,7 @@ from ..records.snapshot import RunSnapshot
 from ..records.summary import format_summary
 from ..tasks import roles
 from . import control, coordinator
-from .compat import FORMER_NAMES
+from .compat import former
 from .run_engine import RunEngine
 from .settings import LaunchSettings
 from .supervisor import Supervisor
@@ -177,14 +177,14 @@ class Run(RunReading):
     # ----- what is not a learner's ------------------------------------------------------------
     def __getattr__(self, name: str):
         """A name earlier versions showed (compat.py): still read from the engine side, with a DeprecationWarning."""
-        former = FORMER_NAMES.get(name)
-        if former is None:
+        was = former(name)
+        if was is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        warnings.warn(former.message(name), DeprecationWarning, stacklevel=2)
-        return former.read(self._engine)
+        warnings.warn(was.message(name), DeprecationWarning, stacklevel=2)
+        return was.read(self._engine)
 
     def __setattr__(self, name: str, value) -> None:
-        if name in FORMER_NAMES:  # set on the Run, it would change nothing kwnb reads
+        if former(name) is not None:  # set on the Run, it would change nothing kwnb reads
             raise AttributeError(f"Run.{name} cannot be set: launch options are given to kwnb.launch or "
                                  f"%%kw_worker, and the rest is kwnb's own")
         super().__setattr__(name, value)

@@ -65,7 +65,7 @@ def patched(hook: Hook, value):
 
 DASHBOARD, RUN, TASK = "kwnb.notebook.dashboard", "kwnb.engine.live.run", "kwnb.engine.tasks.task"
 CURVES = "kwnb.notebook.curves_view"
-SUPERVISOR = "kwnb.engine.live.supervisor"
+SUPERVISOR, RUN_ENGINE = "kwnb.engine.live.supervisor", "kwnb.engine.live.run_engine"
 SCREEN, WARM, LOCAL = "kwnb.engine.readers.screen", "kwnb.backends.warm", "kwnb.backends.local"
 
 # Patched or wrapped for a measurement.
@@ -78,7 +78,7 @@ DASHBOARD_RUN = Hook(DASHBOARD, "Dashboard.run", ("logpath",), "the latency wrap
 DASHBOARD_CURVES = Hook(CURVES, "CurvesView._draw_png", ("profile",),
                         "wrapped: the curves' CPU, in the thread that draws them (not the dashboard's since 2026-11-26)")
 RUN_SUPERVISE = Hook(SUPERVISOR, "Supervisor.supervise", ("profile",), "wrapped: the supervisor thread's CPU")
-RUN_REFRESH = Hook(RUN, "Run.refresh", ("profile",), "wrapped: one supervisor poll's CPU")
+RUN_REFRESH = Hook(RUN_ENGINE, "RunEngine.refresh", ("profile",), "wrapped: one supervisor poll's CPU")
 RUN_FINISH = Hook(SUPERVISOR, "Supervisor._finish", ("profile",),
                   "wrapped: the run's end (on_end callbacks, pictures, summary)")
 TASK_OBSERVE = Hook(TASK, "Task.observe", ("profile",), "wrapped: log reads, poll and port probe of one task")

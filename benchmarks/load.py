@@ -53,7 +53,7 @@ def one_run(attempt, steps, folder, script):
     first = re.search(r"BENCH step 1 (\S+)", run.workers[0].log_path.read_text(errors="replace"))
     print(json.dumps({"attempt": attempt, "exit_codes": run.exit_codes, "elapsed": round(run.elapsed, 1),
                       "joined_s": joined, "longest_silence_s": [round(s, 1) for s in silence],
-                      "stall_after": run.stall_after, "launched_at": launched_at,
+                      "stall_after": run.settings.stall_after, "launched_at": launched_at,
                       "first_step_at": float(first.group(1)) if first else None,
                       "diagnoses": [{"kind": d.kind, "task": d.task, "since_s": round(d.since - run.started_at, 1),
                                      "message": d.message} for d in run.diagnosis_history]}), flush=True)

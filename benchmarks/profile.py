@@ -142,7 +142,7 @@ print(json.dumps(_kprof))
 
 # (hook, label); nested: the supervisor thread contains one poll, which contains the rest. The labels
 # are the results' keys, kept as they were: Run._supervise is now Supervisor.supervise, Run._refresh
-# Run.refresh and Run._finish Supervisor._finish (engine/live/supervisor.py).
+# RunEngine.refresh (engine/live/run_engine.py) and Run._finish Supervisor._finish (engine/live/supervisor.py).
 KERNEL_FUNCTIONS = [
     (RUN_SUPERVISE, "Run._supervise (whole supervisor thread, kwnb/engine/live/run.py)"),
     (RUN_REFRESH, "  Run._refresh (kwnb/engine/live/run.py)"),

@@ -87,7 +87,7 @@ def test_no_import_cycles():
 
 def test_the_checks_see_imports():
     """The graph the cycle test walks is not empty: it finds imports known to be there, type-only ones too."""
-    assert "kwnb.engine.tasks.task" in kwnb_imports("kwnb.engine.live.run")
+    assert "kwnb.engine.tasks.task" in kwnb_imports("kwnb.engine.live.run_engine")
     assert "kwnb.task.runfolder" in kwnb_imports("kwnb.task.report")
     assert ("IPython.core.magic.Magics", True) in imports_of(MODULES["kwnb.notebook.magics"])
     probe = PACKAGE.parent / "tests" / "data" / "layout_probe.py"
@@ -211,8 +211,9 @@ def test_load_ext_imports_neither_matplotlib_nor_ipywidgets():
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
-# The modules that are Run and Task: only they touch their private attributes.
-OWNERS = ("kwnb.engine.live.run", "kwnb.engine.live.control", "kwnb.engine.records.reading", "kwnb.engine.tasks.task")
+# The modules that are Run (the learner's and its engine side) and Task: only they touch their private attributes.
+OWNERS = ("kwnb.engine.live.run", "kwnb.engine.live.run_engine", "kwnb.engine.live.control",
+          "kwnb.engine.records.reading", "kwnb.engine.tasks.task")
 
 
 def private_names_of_run_and_task() -> set[str]:
@@ -248,16 +249,16 @@ def test_only_run_and_task_touch_their_private_attributes():
     """A policy, a diagnosis, a view talks to a run through its public interface (GUIDE: "How the code
     should feel"); every module but Run's and Task's own is checked, the engine's others too."""
     private = private_names_of_run_and_task()
-    assert {"_lock", "_control", "_launch_all", "_process", "_folder"} <= private  # the check sees them
+    assert {"_engine", "_supervisor", "_env", "_process", "_folder"} <= private  # the check sees them
     offenders = [use for name, path in MODULES.items() if name not in OWNERS
                  for use in private_uses(name, path.read_text(), private)]
     assert not offenders, offenders
 
 
 def test_the_private_attribute_check_finds_a_use():
-    source = "def peek(run, task):\n    with run._lock:\n        return task._process\n"
+    source = "def peek(run, task):\n    engine = run._engine\n    return task._process\n"
     found = private_uses("probe", source, private_names_of_run_and_task())
-    assert found == ["probe line 2: run._lock", "probe line 3: task._process"], found
+    assert found == ["probe line 2: run._engine", "probe line 3: task._process"], found
 
 
 def test_diagnoses_know_no_run():

@@ -84,8 +84,8 @@ def test_help_documents_every_option(ip):
 def test_failure_grace_reaches_the_run(ip, in_tmp):
     """How long the others may go on after a task failed (notebook 06 gives TensorFlow its 10 s heartbeat)."""
     run = ip.run_cell_magic("kw_worker", "main.py -n 1 --failure-grace 12.5", "print('hello')\n")
-    assert run.wait(60) == [0] and run.failure_grace == 12.5
-    assert ip.run_cell_magic("kw_worker", "main.py -n 1", "print('hello')\n").failure_grace == 5.0
+    assert run.wait(60) == [0] and run.settings.failure_grace == 12.5
+    assert ip.run_cell_magic("kw_worker", "main.py -n 1", "print('hello')\n").settings.failure_grace == 5.0
 
 
 def test_the_words_after_a_double_dash_and_args_reach_the_script(ip, in_tmp):

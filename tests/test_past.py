@@ -21,6 +21,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 import kwnb
+from kwnb.engine.live.run import engine_of
 from kwnb.engine.records.past import UnreadableRun, list_runs
 from kwnb.engine.records.snapshot import RunSnapshot
 from kwnb.pictures.outputs import pictures_ready
@@ -399,7 +400,7 @@ def test_the_dashboard_renders_while_the_supervisor_is_stuck_in_a_poll(tmp_path,
     real_overview = views.overview_html
 
     def overview_html(snapshot, diagnoses, *args):
-        locked_while_rendering.append(run._lock._is_owned())
+        locked_while_rendering.append(engine_of(run).state_lock._is_owned())
         return real_overview(snapshot, diagnoses, *args)
 
     monkeypatch.setattr(views, "overview_html", overview_html)

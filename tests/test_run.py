@@ -14,12 +14,15 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
 import pytest
 
 import kwnb
+from kwnb.engine.live.after_end import AfterEnd
+from kwnb.engine.live.compat import FORMER_NAMES
 from kwnb.pictures.outputs import pictures_ready
 from waiting import wait_until
 
@@ -261,6 +264,78 @@ def test_summary_shows_the_reported_metrics_not_the_report_timestamp(report_run)
     last = report_run.expected[0]["epochs"][-1]
     summary = report_run.summary()
     assert f"3 epochs, last: loss {last['loss']:.4g}  accuracy {last['accuracy']:.4g}" in summary, summary
+
+
+# ----- what a learner's Run shows -----------------------------------------------------------------
+
+LEARNER_NAMES = {
+    "task", "tasks", "workers", "worker", "chief", "history", "step_history", "logs",  # its tasks, rows, logs
+    "name", "dir", "script", "args", "cwd", "python", "settings", "launcher",  # what was launched, where
+    "status", "done", "elapsed", "exit_codes", "started_at", "ended_at", "reason", "notes", "diagnoses",
+    "diagnosis_history", "restarts", "user_restarts", "port_retries", "timed_out", "warm", "curves_path",
+    "summary", "snapshot",  # how it goes or went
+    "start", "wait", "stop", "kill", "restart", "stacks",  # what a learner does
+    "wait_ready", "coordinator_tf_config", "cluster_resolver",  # a ParameterServerStrategy coordinator's
+}
+ENGINE_OWN = ("add_note", "apply_findings", "control_lock", "end_sidecars", "fail", "finish_launcher", "mark_ended",
+              "relaunch", "say", "state_lock", "stop_tasks", "stopping")  # what a Run showed before, kwnb's own
+
+
+def test_a_learners_run_shows_the_learners_names_and_none_of_the_engines(tmp_path):
+    """dir() of what kwnb.launch returns: the learner's verbs and values, no method or lock of the engine's
+    (its engine side and supervisor are held privately); the names earlier versions showed still work, with a
+    DeprecationWarning saying what to use instead, and are not in dir()."""
+    run = launch_behave(tmp_path, "learner", ["--sleep", "0"])
+    try:
+        assert run.wait(timeout=60) == [0, 0], run.summary()
+        assert isinstance(run, kwnb.Run) and repr(run).startswith("<kwnb Run 'learner' finished, 2 tasks, "), repr(run)
+        shown = set(dir(run))
+        assert {name for name in shown if not name.startswith("_")} == LEARNER_NAMES
+        assert {name for name in shown if name[:1] == "_" and name[:2] != "__"} == {"_engine", "_supervisor"}
+        lock = type(threading.RLock())
+        assert not [name for name in LEARNER_NAMES if isinstance(getattr(run, name), lock)]
+        assert set(ENGINE_OWN) <= set(FORMER_NAMES) and not set(FORMER_NAMES) & shown
+        for name in FORMER_NAMES:
+            with pytest.warns(DeprecationWarning, match=rf"^Run\.{name} will be removed: \w"):
+                getattr(run, name)
+        with pytest.warns(DeprecationWarning, match="print what an on_end callback has to tell"):
+            run.add_note("said by saved code")
+        assert run.notes[-1] == "said by saved code"
+        run.notes.append("a learner's own list")  # a copy: the run's notes stay kwnb's
+        assert "a learner's own list" not in run.notes
+        with pytest.raises(AttributeError, match="read-only"):
+            run.status = "finished"
+        with pytest.raises(AttributeError, match="cannot be set"):
+            run.failure_grace = 1.0
+    finally:
+        run.stop()
+
+
+def test_an_on_end_callback_gets_the_run_and_its_work_after_the_end_is_waited_for(tmp_path):
+    """The callback gets the learner's Run; an AfterEnd it returns runs in a thread that is not a daemon, adds
+    to the run's notes, and wait(pictures=True) waits for it (kwnb.launch's pictures are one)."""
+    release, given = threading.Event(), []
+
+    def later(note):
+        release.wait(30)
+        note("said after the end")
+
+    def callback(run):
+        given.append(run)
+        return AfterEnd("kwnb-test-after-end", later)
+
+    run = launch_behave(tmp_path, "after-end", ["--sleep", "0"], on_end=[callback])
+    try:
+        assert run.wait(timeout=60) == [0, 0] and given == [run], run.summary()
+        thread = next(t for t in threading.enumerate() if t.name == "kwnb-test-after-end")
+        assert not thread.daemon and thread.is_alive()
+        assert run.wait(timeout=0.3, pictures=True) == [0, 0] and "said after the end" not in run.notes
+        release.set()
+        run.wait(timeout=30, pictures=True)
+        assert not thread.is_alive() and run.notes[-1] == "said after the end"
+    finally:
+        release.set()
+        run.stop()
 
 
 # ----- failure policy, timeout, stop (plain Python workers) ---------------------------------------

@@ -42,8 +42,11 @@ def test_a_run_keeps_its_settings_and_the_attributes_users_read(tmp_path):
     assert run.settings == LaunchSettings(n=3, name="kept", timeout=30, on_failure="restart", max_restarts=1,
                                           stall_after=0, args="--sleep 1", runs_dir=tmp_path / "runs",
                                           launcher=run.launcher)
-    assert (run.timeout, run.on_failure, run.max_restarts, run.stall_after) == (30, "restart", 1, 0)
     assert run.args == ["--sleep", "1"] and len(run.workers) == 3 and run.name == "kept"
+    for name, value in (("timeout", 30), ("on_failure", "restart"), ("max_restarts", 1), ("stall_after", 0)):
+        with pytest.warns(DeprecationWarning, match=rf"^Run\.{name} will be removed: use run\.settings\.{name}, "):
+            assert getattr(run, name) == value  # the copies earlier versions kept, read from the settings
+        assert name not in dir(run)
     run.stop()
 
 
@@ -173,6 +176,6 @@ def test_every_keyword_of_launch_reaches_the_runs_settings(tmp_path):
     run = kwnb.launch(BEHAVE, 1, "every", **given)
     try:
         assert run.settings == LaunchSettings(n=1, name="every", **given)
-        assert (run.launcher.network, run.launcher.warm, run.failure_grace) == ("host", False, 7.5)
+        assert (run.launcher.network, run.launcher.warm, run.settings.failure_grace) == ("host", False, 7.5)
     finally:
         run.stop()

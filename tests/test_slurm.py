@@ -21,7 +21,7 @@ import kwnb
 from kwnb.backends import LaunchError, make_launcher
 from kwnb.backends.base import BOOTSTRAP
 from kwnb.task import slurm_env
-from kwnb.engine.live.run import Run
+from kwnb.engine.live.run import Run, engine_of
 from kwnb.notebook.overview import badge
 from kwnb.notebook.overview import overview_html
 from kwnb.slurm import SlurmLauncher, srun_exit_codes
@@ -218,8 +218,8 @@ def test_stop_cancels_the_job(slurm, tmp_path):
 
 
 def test_a_failing_task_fails_the_run_with_its_exit_code(slurm, tmp_path):
-    run = slurm_run(tmp_path, BEHAVE, args="--sleep 120 --fail-index 1 --code 5", partition=slurm.partition)
-    run.failure_grace = 1.0
+    run = kwnb.launch(BEHAVE, 2, args="--sleep 120 --fail-index 1 --code 5", cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      failure_grace=1.0, launcher=SlurmLauncher(partition=slurm.partition))
     try:
         run.wait(timeout=90)
     finally:
@@ -250,7 +250,7 @@ def test_timeout_counts_from_the_tasks_start_not_from_the_queue(slurm, tmp_path)
     try:
         assert wait_until(lambda: run.status == "pending", 30), run.summary()
         time.sleep(8)  # past the timeout, all of it in the queue
-        with run._lock:
+        with engine_of(run).state_lock:
             held = overview_html(run.snapshot(), run.diagnoses, badge)
         assert run.status == "pending" and not run.timed_out and "(JobHeldUser)" in run.chief.where, run.summary()
         assert len(re.findall(r"<td>pending (\d+) s</td>", held)) == 2, held

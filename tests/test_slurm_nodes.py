@@ -244,7 +244,7 @@ def test_stacks_of_every_task_on_both_nodes_once_each_can_take_the_signal(nodes,
         dumps = run.stacks()
         assert sorted(dumps) == [0, 1], dumps
         sleep_line = 1 + (SCRIPTS / "behave.py").read_text().splitlines().index("time.sleep(args.sleep)")
-        assert all(blocked_at(text, run.user_files) == f"behave.py line {sleep_line}, in <module>"
+        assert all(blocked_at(text, (str(run.script),)) == f"behave.py line {sleep_line}, in <module>"
                    for text in dumps.values()), dumps
         capsys.readouterr()
         shell.run_line_magic("kw_stack", run.name)

@@ -20,7 +20,6 @@ from kwnb.engine.live.run import Run
 from kwnb.export import export_run
 from kwnb.machine import task_env
 from kwnb.machine.limits import read_limits
-from kwnb.task.tf_config import tf_config
 
 pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
 
@@ -47,7 +46,7 @@ def seen_by_tasks(tmp_path, **options) -> tuple[kwnb.Run, list[list]]:
 
 
 def tf_config_of(run, position: int) -> str:
-    return json.dumps(tf_config(run.cluster, run.workers[position].id))
+    return json.dumps(run.workers[position].tf_config)  # what kwnb gave the task at its launch
 
 
 def test_a_local_runs_tasks_get_the_session_and_kwnbs_variables(tmp_path, monkeypatch):

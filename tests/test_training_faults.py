@@ -204,7 +204,7 @@ def test_no_false_alarm_with_three_clean_runs_at_once(tmp_path):
         joined = [task.signals.connected_at for task in run.workers]
         late = abs(joined[0] - joined[1]) > 9  # kwnb says waiting_for_peers after a 10 s wait
         assert all(d.kind == "waiting_for_peers" and late for d in run.diagnosis_history), run.summary()
-        assert run.stall_after == 60 and run.on_failure == "stop"  # the defaults a learner gets
+        assert run.settings.stall_after == 60 and run.settings.on_failure == "stop"  # the defaults a learner gets
 
 
 # ----- the rules on TF 2.21's captured logs (tests/data/tf-2.21/), without TensorFlow -------------------

@@ -2,12 +2,12 @@
 
 `kwnb.launch` (kwnb/api.py) registers `write_outputs` as the run's on_end callback, so the engine
 announces the end and never imports plotting. The run is done when its tasks have ended: `write_outputs`
-writes summary.txt and leaves the pictures to a thread of their own (drawing them cold took about 1.3 s,
-1.26x a bare launch's whole run where the engine alone was 1.04x: issue 31), which writes summary.txt again,
-naming them. That thread is not a daemon: a script that exits right after `wait()` still gets its pictures
-(Python joins such threads before its atexit handlers). Whoever shows them waits with `pictures_ready`;
-a caller that wants curves.png with `Run.wait(pictures=True)` (the thread is in the run's `after_end`).
-What could not be drawn is noted in summary.txt and, written again, run.json.
+writes summary.txt and returns the pictures as work for after the end (engine/live/after_end.py), which the
+engine runs in a thread of its own (drawing them cold took about 1.3 s, 1.26x a bare launch's whole run where
+the engine alone was 1.04x: issue 31); it writes summary.txt again, naming them. That thread is not a daemon:
+a script that exits right after `wait()` still gets its pictures. Whoever shows them waits with
+`pictures_ready`; a caller that wants curves.png with `Run.wait(pictures=True)`.
+What could not be drawn is noted in the run's notes, summary.txt and, written again, run.json.
 
 The two pictures are drawn from plain data (`drawing_plan`). The timeline is drawn here, with Pillow
 (pictures/timeline.py). The curves need matplotlib: where the calling process runs a painter (a kernel:
@@ -18,19 +18,34 @@ stdin and prints the notes of what it could not draw.
 """
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
+from ..engine.live.after_end import AfterEnd
+from ..engine.live.log import for_run
 from ..engine.records.record import write_result
 from ..engine.records.summary import format_summary
 from .painter import draw, draw_plan, drawing_env
 
 DRAW_TIMEOUT = 60.0  # seconds; a subprocess that takes longer is given up and the pictures drawn here
 
-_drawing: dict[Path, threading.Thread] = {}  # a run's folder: the thread drawing its pictures
+
+
+@dataclass
+class Drawing:
+    """A run's pictures being drawn: `done` once they are, by `thread`."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+
+_drawing: dict[Path, Drawing] = {}  # a run's folder: its pictures being drawn
 
 
 def drawing_plan(run) -> dict:
@@ -54,34 +69,34 @@ def draw_elsewhere(plan: dict) -> list[str]:
         return draw(plan)
 
 
-def write_outputs(run) -> None:
-    """summary.txt now, then curves.png (when there is something to plot) and timeline.png in a thread of
-    their own, which writes summary.txt again, naming them."""
+def write_outputs(run) -> AfterEnd:
+    """summary.txt now; then, after the end, curves.png (when there is something to plot) and timeline.png,
+    and summary.txt again, naming them."""
     _write_summary(run)
-    thread = threading.Thread(target=draw_pictures, args=(run,), name=f"kwnb-pictures-{run.name}", daemon=False)
-    _drawing[Path(run.dir)] = thread
-    run.after_end.append(thread)  # Run.wait(pictures=True) waits for it
-    thread.start()
+    _drawing[Path(run.dir)] = Drawing()  # before the run is done: pictures_ready waits from then on
+    return AfterEnd(f"kwnb-pictures-{run.name}", functools.partial(draw_pictures, run))
 
 
 def pictures_ready(run, timeout: float | None = 2 * DRAW_TIMEOUT) -> bool:
     """Wait until the run's pictures are drawn (at most `timeout` seconds); whether they are. A run that draws
     none (a past run, a run the engine launched without kwnb.launch) is ready at once."""
-    thread = _drawing.get(Path(run.dir))
-    if thread is None or thread is threading.current_thread():
+    drawing = _drawing.get(Path(run.dir))
+    if drawing is None or drawing.thread is threading.current_thread():
         return True
-    thread.join(timeout)
-    return not thread.is_alive()
+    return drawing.done.wait(timeout)
 
 
-def draw_pictures(run) -> None:
+def draw_pictures(run, note: Callable[[str], None]) -> None:
     """curves.png and timeline.png from the run as it ended, then summary.txt, which names them; the notes of
-    what could not be drawn go to summary.txt and run.json."""
+    what could not be drawn go to the run (`note`), summary.txt and run.json."""
+    drawing = _drawing.get(Path(run.dir)) or Drawing()
+    drawing.thread = threading.current_thread()
     try:
-        _record_notes(run, _pictures_of(run))
+        _record_notes(run, _pictures_of(run), note)
     finally:
         _write_summary(run)  # after the notes about the pictures
         _drawing.pop(Path(run.dir), None)
+        drawing.done.set()
 
 
 def _pictures_of(run) -> list[str]:
@@ -95,15 +110,15 @@ def _pictures_of(run) -> list[str]:
             notes += _draw_where_quickest({"curves": plan["curves"]})
         return notes
     except Exception as error:  # the summary must be written whatever went wrong with the pictures
-        run.log.error("could not draw the run's pictures", exc_info=error)
+        for_run(run.dir).error("could not draw the run's pictures", exc_info=error)
         return [f"could not draw the run's pictures: {error}"]
 
 
-def _record_notes(run, notes: list[str]) -> None:
+def _record_notes(run, notes: list[str], note: Callable[[str], None]) -> None:
     """The notes into the run, and into run.json, which the run's end wrote without them: once it has."""
-    for note in notes:
-        run.log.error(note)
-        run.add_note(note)
+    for text in notes:
+        for_run(run.dir).error(text)
+        note(text)
     if notes:
         run.wait(DRAW_TIMEOUT)  # done: record_result, an on_end callback before it, has written run.json
         write_result(run.snapshot())
@@ -119,7 +134,8 @@ def _draw_where_quickest(plan: dict) -> list[str]:
 
 
 def _write_summary(run) -> None:
-    run.folder.summary.write_text(format_summary(run.snapshot()) + "\n")
+    snapshot = run.snapshot()
+    snapshot.folder.summary.write_text(format_summary(snapshot) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import os
 
 from ...errors import KwnbError, UnknownRun
 from ...task.runfolder import find_run_dir
-from .run import Run
+from .run import Run, engine_of
 
 _RUNS: list[Run] = []
 
@@ -21,7 +21,7 @@ def launch(script: str | os.PathLike, n: int = 2, name: str | None = None, **opt
     for previous in _RUNS:
         if previous.name == run.name and not previous.done:
             previous.stop(reason=f"replaced by a new run of {run.name!r}")
-            run.add_note(f"stopped the previous run of {run.name!r} ({previous.dir.name}) first")
+            engine_of(run).say(note=f"stopped the previous run of {run.name!r} ({previous.dir.name}) first")
     run.start()  # raises if the tasks cannot be started; such a run is not kept
     _RUNS.append(run)
     return run

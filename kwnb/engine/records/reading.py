@@ -1,7 +1,8 @@
-"""Reading a run: its tasks by position or name, their per-epoch and per-step rows, their logs.
+"""Reading a run: its tasks by position or name, and their logs.
 
-A base of Run (engine/live/run.py), which keeps the life cycle; everything here only reads, and takes
-the state lock (Run._lock) only to copy what the supervisor is changing.
+A base of the learner's Run (engine/live/run.py) and of a past run (past.py), which each read their rows
+their own way (a live run under its engine's state lock, a past run from its snapshot); everything here
+only reads, and takes no lock.
 """
 from __future__ import annotations
 
@@ -30,22 +31,6 @@ class RunReading(RunAliases):
                     return task
         names = ", ".join(task.name for task in self.workers)
         raise UnknownTask(f"run {self.name!r} has tasks 0 to {len(self.workers) - 1}, not {ref!r} (by name: {names})")
-
-    @task_keyword
-    def history(self, task: int | str = 0) -> list[dict]:
-        """Per-epoch rows of one task (the chief by default): {'epoch': 0, 'loss': ..., ...}.
-
-        `task` is a position in the run or a name like 'worker:1'."""
-        chosen = self.task(task)
-        with self._lock:
-            return [dict(row) for row in chosen.metrics.history()]
-
-    @task_keyword
-    def step_history(self, task: int | str = 0) -> list[dict]:
-        """Per-step rows where the output gives them (Keras verbose=1, or kwnb.report(step=...))."""
-        chosen = self.task(task)
-        with self._lock:
-            return [dict(row) for row in chosen.metrics.steps]
 
     @task_keyword
     def logs(self, task: int | str = 0, tail: int | None = None, *, all: bool = False) -> str:

@@ -26,13 +26,14 @@ import psutil
 from .backends.warm import limits_less_the_pool
 from .errors import KwnbError
 from .engine.live.inputs import find_python
+from .engine.live.settings import DEFAULTS
 from .machine.limits import read_limits
 from .machine.sizes import format_size
 from .machine.task_env import CLUSTER_VARIABLES, task_environment
 
 PROBE_TIMEOUT = 120.0  # seconds for the subprocess that imports TensorFlow (2-5 s here, 20 s on a loaded machine)
 TRAINING_MARGIN = 250 << 20  # a small model's training on top of the imports, per task (bytes)
-RUN_TASKS = 2  # the run doctor checks for: the default `-n 2`
+RUN_TASKS = DEFAULTS.n  # the run doctor checks for: a default run
 # Run by the tasks' Python, with the environment a task gets: imports as a task would, reports as JSON.
 PROBE = r"""
 import json, resource, sys, time

@@ -11,11 +11,12 @@ import os
 from ...errors import KwnbError, UnknownRun
 from ...task.runfolder import find_run_dir
 from .run import Run, engine_of
+from .settings import DEFAULTS
 
 _RUNS: list[Run] = []
 
 
-def launch(script: str | os.PathLike, n: int = 2, name: str | None = None, **options) -> Run:
+def launch(script: str | os.PathLike, n: int = DEFAULTS.n, name: str | None = None, **options) -> Run:
     """Start `script` on `n` workers (plus `ps=K` parameter servers) and return the Run at once."""
     run = Run(script, n, name, **options)  # validates everything before anything starts
     for previous in _RUNS:

@@ -25,7 +25,7 @@ from ..tasks import roles
 from . import control, coordinator
 from .compat import former
 from .run_engine import RunEngine
-from .settings import LaunchSettings
+from .settings import DEFAULTS, LaunchSettings
 from .supervisor import Supervisor
 
 
@@ -71,7 +71,7 @@ class Run(RunReading):
     port_retries = Shown("relaunches because a port was taken")
     timed_out = Shown("the run was stopped by its timeout")
 
-    def __init__(self, script: str | os.PathLike, n: int = 2, name: str | None = None, **options):
+    def __init__(self, script: str | os.PathLike, n: int = DEFAULTS.n, name: str | None = None, **options):
         """`options`: LaunchSettings' fields (engine/live/settings.py), e.g. ps=1, timeout=600."""
         self._engine = RunEngine(script, LaunchSettings.of("Run.__init__", n=n, name=name, **options))
         self._supervisor = Supervisor(self._engine, self)

@@ -50,13 +50,26 @@ class RunReading(RunAliases):
     @task_keyword
     def logs(self, task: int | str = 0, tail: int | None = None, *, all: bool = False) -> str:
         """A task's log as a terminal shows it, without TensorFlow's runtime lines unless `all`;
-        `tail` keeps only the last lines. The file itself keeps every byte."""
-        from ..readers.output import TaskOutput
+        `tail` keeps only the last lines. The file itself keeps every byte.
 
-        output = TaskOutput(self.task(task).log_path, keep=None)  # every line, through the reader the run has
-        output.feed_file()
-        lines, runtime = output.tail()
-        folded = () if all else set(runtime)
-        lines = [line for place, line in enumerate(lines) if place not in folded]
+        Read from what the task's reader kept as it went (its `.screen` file, each line marked once as a
+        runtime line or not), never from the log itself; a live task's line still being drawn is added."""
+        from ...task.runfolder import RunFolder
+        from ..readers.output import TaskOutput, read_kept
+
+        chosen = self.task(task)
+        reader = getattr(chosen, "output", None)  # a live task's reader; a past run's tasks are TaskViews
+        if reader is not None:
+            with self._lock:
+                written, drawing = reader.kept_lines, reader.drawing()
+        else:
+            written, drawing = None, None
+        rows = read_kept(RunFolder(chosen.log_path.parent).screen(chosen.id.type, chosen.id.index), written)
+        if rows is None:  # a folder an older kwnb wrote, with no .screen: its log, read once by the same reader
+            output = TaskOutput(chosen.log_path, keep=None)
+            output.feed_file()
+            shown, runtime = output.tail()
+            folded = set(runtime)
+            rows = [(line, place in folded) for place, line in enumerate(shown)]
+        lines = [line for line, folded in rows + ([drawing] if drawing else []) if all or not folded]
         return "\n".join(lines[-tail:] if tail else lines)
-

@@ -86,8 +86,8 @@ DESCENDANTS = Hook(LOCAL, "LocalProcess._remember_descendants", ("profile",), "w
 FOLLOWER_READ = Hook("kwnb.engine.readers.follow", "FileFollower.read_new", ("profile",),
                      "wrapped, and called alone: reading a log's new bytes")
 SCREEN_FEED = Hook(SCREEN, "TerminalScreen.feed_text", ("profile",), "wrapped, and called alone: the screen")
-METRICS_FEED = Hook("kwnb.engine.readers.metrics", "MetricsParser.feed", ("profile",),
-                    "wrapped, and called alone: the metrics parser")
+METRICS_FEED = Hook("kwnb.engine.readers.metrics", "MetricsParser.take", ("profile",),
+                    "wrapped: the metrics parser, given whole pieces by each task's reader")
 LIVE_CURVES = Hook(CURVES, "LiveCurves", ("patches",),
                    "replaced by the curves as drawn before LiveCurves, for section 5's A/B (profile.kernel_ab)")
 CURVES_CPU_SHARE = Hook(CURVES, "CURVES_CPU_SHARE", ("patches",), "uncapped for the same A/B")

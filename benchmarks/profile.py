@@ -149,7 +149,7 @@ KERNEL_FUNCTIONS = [
     (DESCENDANTS, "    LocalProcess._remember_descendants (kwnb/backends/local.py)"),
     (FOLLOWER_READ, "    FileFollower.read_new (kwnb/engine/readers/follow.py)"),
     (SCREEN_FEED, "    TerminalScreen.feed_text (kwnb/engine/readers/screen.py)"),
-    (METRICS_FEED, "    MetricsParser.feed (kwnb/engine/readers/metrics.py)"),
+    (METRICS_FEED, "    MetricsParser.take (kwnb/engine/readers/metrics.py)"),
     (TASK_OBSERVE, "    Task.observe: log reads, poll, port probe (kwnb/engine/tasks/task.py)"),
     (RUN_FINISH, "  Run._finish: on_end callbacks, save_curves + summary (kwnb/engine/live/run.py)"),
     (DASHBOARD_REFRESH, "Dashboard.refresh (whole dashboard thread, kwnb/notebook/dashboard.py)"),

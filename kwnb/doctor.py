@@ -30,30 +30,13 @@ from .engine.live.settings import DEFAULTS
 from .machine.limits import read_limits
 from .machine.sizes import format_size
 from .machine.task_env import CLUSTER_VARIABLES, task_environment
+from .task import doctor_probe
 
 PROBE_TIMEOUT = 120.0  # seconds for the subprocess that imports TensorFlow (2-5 s here, 20 s on a loaded machine)
 TRAINING_MARGIN = 250 << 20  # a small model's training on top of the imports, per task (bytes)
 RUN_TASKS = DEFAULTS.n  # the run doctor checks for: a default run
-# Run by the tasks' Python, with the environment a task gets: imports as a task would, reports as JSON.
-PROBE = r"""
-import json, resource, sys, time
-from importlib import metadata
-found = {"python": sys.version.split()[0], "executable": sys.executable, "versions": {}, "errors": {}}
-for dist in ("tensorflow", "tensorflow-cpu", "tf-keras", "tensorboard", "keras"):
-    try:
-        found["versions"][dist] = metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        pass
-start = time.monotonic()
-for module in ("tensorflow", "tf_keras"):
-    try:
-        __import__(module)
-    except BaseException as error:
-        found["errors"][module] = f"{type(error).__name__}: {error}".strip()[:300]
-found["import_seconds"] = time.monotonic() - start
-found["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print("KWNB-DOCTOR " + json.dumps(found))
-"""
+# Run by the tasks' Python, by path, with the environment a task gets: imports as a task would, reports as JSON.
+PROBE = doctor_probe.__file__
 
 
 @dataclass(frozen=True)
@@ -103,12 +86,12 @@ def probe_python(executable: str, environ: dict) -> dict:
     for name in CLUSTER_VARIABLES:  # the session's own, if it set one: a task gets its own
         env.pop(name, None)
     try:
-        done = subprocess.run([executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT)
+        done = subprocess.run([executable, PROBE], capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as error:
         return {"failed": f"{type(error).__name__}: {error}"}
     for line in reversed(done.stdout.splitlines()):
-        if line.startswith("KWNB-DOCTOR "):
-            return json.loads(line.split(" ", 1)[1])
+        if line.startswith(doctor_probe.MARK):
+            return json.loads(line[len(doctor_probe.MARK):])
     said = (done.stderr.strip().splitlines() or ["nothing"])[-1]
     return {"failed": f"exit code {done.returncode}: {said}"}
 

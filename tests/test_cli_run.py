@@ -18,7 +18,7 @@ print(f"worker {index} says hello")
 print("I0000 00:00:1795460621.508971  7334 port.cc:153] oneDNN custom operations are on.")
 sys.stdout.write(" 1/2 [==>...] - loss: 0.5\r 2/2 [=====] - loss: 0.4\n")
 print("To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow")
-print(f"worker {index} done", end="")  # a last line without its newline: a terminal shows it, `kwnb run` never did
+print(f"worker {index} done", end="")  # a last line without its newline: a terminal shows it, and so does `kwnb run`
 """
 
 
@@ -44,7 +44,8 @@ def test_lines_are_printed_prefixed_and_runtime_lines_counted(tmp_path, capsys, 
     out = run_cli(tmp_path, capsys, monkeypatch)
     for index in (0, 1):
         assert [line for line in prefixed(out) if line.startswith(f"[worker {index}]")] == [
-            f"[worker {index}] worker {index} says hello", f"[worker {index}]  2/2 [=====] - loss: 0.45"]  # as a terminal shows it: 0.5 drawn over
+            f"[worker {index}] worker {index} says hello", f"[worker {index}]  2/2 [=====] - loss: 0.45",  # 0.5 drawn over
+            f"[worker {index}] worker {index} done"]  # ended by the task's end, as the log's reader ends it for every sink
     assert "kwnb: 4 TensorFlow runtime lines not shown (--all shows them; the logs keep them)" in out
     assert out.index("kwnb: 4 TensorFlow runtime lines not shown (--all shows them; the logs keep them)") < \
         next(i for i, line in enumerate(out) if line.startswith("kwnb run 'chatty': finished"))
@@ -52,7 +53,7 @@ def test_lines_are_printed_prefixed_and_runtime_lines_counted(tmp_path, capsys, 
 
 def test_all_prints_the_runtime_lines_too(tmp_path, capsys, monkeypatch):
     out = run_cli(tmp_path, capsys, monkeypatch, "--all")
-    assert len(prefixed(out)) == 8 and not any("not shown" in line for line in out)
+    assert len(prefixed(out)) == 10 and not any("not shown" in line for line in out)
     assert "[worker 1] I0000 00:00:1795460621.508971  7334 port.cc:153] oneDNN custom operations are on." in out
     assert "[worker 0] To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow" in out
 
@@ -70,7 +71,7 @@ def test_each_log_is_read_by_one_reader(tmp_path, capsys, monkeypatch):
     out = run_cli(tmp_path, capsys, monkeypatch)
     logs = {path: count for path, count in followed.items() if path.endswith(".log")}
     assert len(logs) == 2 and set(logs.values()) == {1}, followed
-    assert len(prefixed(out)) == 4
+    assert len(prefixed(out)) == 6
 
 
 def test_the_words_after_a_double_dash_and_args_reach_the_script(tmp_path, capsys, monkeypatch):

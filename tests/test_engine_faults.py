@@ -209,6 +209,7 @@ def test_the_old_names_of_a_task_still_work(tmp_path):
     assert run.tasks is run.workers and run.worker(1) is run.task("worker:1")
     assert kwnb.Worker is kwnb.Task
     run.workers[1].log_path.write_text("hello from worker 1\n")
+    run.workers[1].apply(run.workers[1].observe())  # read by its reader, as a poll does: logs() shows what it kept
     assert run.logs(index=1) == run.logs(1) == run.logs(task="worker:1") == "hello from worker 1"
     assert run.history(index=1) == run.history(1) == [] and run.step_history(index=0) == []
     with pytest.raises(TypeError):

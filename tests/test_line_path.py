@@ -90,3 +90,50 @@ def test_the_line_being_drawn_is_marked_as_it_is_now():
     output.feed("08971  7334 port.cc:153] done\n")
     assert output.tail() == (("b", "I0000 00:00:1795460621.508971  7334 port.cc:153] done"), (1,))
     assert output.runtime_lines == 2 and output.total_lines == 4
+
+
+@pytest.mark.parametrize("name", [*LOGS, "mixed"])
+def test_every_sink_sees_the_same_line_boundaries(name, tmp_path):
+    """The reader splits once: in every read, the whole pieces the parsers get hold exactly the newlines of the
+    lines the screen, the kept file and `kwnb run`'s terminal get, and the pieces together are the log as written
+    up to its last boundary; nothing is held back by a sink. At the end the last line ends for all of them."""
+    from kwnb.engine.readers.metrics import MetricsParser
+    from kwnb.engine.readers.output import read_kept
+
+    text = MIXED if name == "mixed" else (DATA / name).read_bytes().decode("utf-8", errors="replace")
+    given, kept = [], tmp_path / "task.screen"
+    parsers = (MetricsParser(), tf.TfLogScanner())
+    take = lambda lines: (given.append(lines), parsers[0].take(lines.text), parsers[1].take(lines.text))
+    output = TaskOutput("unread.log", keep=3, sinks=(take,), kept=kept)
+    for chunk in random_chunks(text, seed=2, largest=5000):
+        lines = output.feed(chunk)
+        assert lines.text.count("\n") == lines.finished.count("\n"), repr(chunk)
+        assert not lines.text or lines.text[-1] in "\r\n"
+    pieces = "".join(lines.text for lines in given)
+    cut = max(text.rfind("\n"), text.rfind("\r")) + 1
+    assert pieces == text[:cut]
+    assert (output.end() is not None) == bool(text[text.rfind("\n") + 1:].strip()) and output.drawing() is None
+    pieces = "".join(lines.text for lines in given)
+    assert pieces.count("\n") == output.total_lines == output.kept_lines == len(read_kept(kept))
+    whole = MetricsParser()
+    whole.feed(text + "\n")
+    assert repr((parsers[0].history(), parsers[0].steps)) == repr((whole.history(), whole.steps))  # NaN != NaN
+    assert [line for lines in given for line, _ in lines.lines()] == [line for line, _ in read_kept(kept)]
+    assert [runtime for lines in given for _, runtime in lines.lines()] == [runtime for _, runtime in read_kept(kept)]
+
+
+def test_a_line_the_task_ended_ends_once_and_the_next_attempt_starts_anew(tmp_path):
+    """A task killed while drawing a bar: the bar's line ends at its end for the screen, the parsers and the
+    kept file; the next attempt's separator, which starts with a newline, adds no empty line."""
+    from kwnb.engine.readers.output import read_kept
+
+    given, kept = [], tmp_path / "task.screen"
+    output = TaskOutput("unread.log", keep=10, sinks=(given.append,), kept=kept)
+    output.feed("Epoch 1/2\n 1/4 [==>....] - ETA: 0s - loss: 0.5\x08\x08\r 2/4 [====>..] - ETA: 0s - loss: 0.4")
+    ended = output.end()
+    assert ended.text == " 2/4 [====>..] - ETA: 0s - loss: 0.4\n" and ended.finished.rstrip() == " 2/4 [====>..] - ETA: 0s - loss: 0.4"
+    assert output.end() is None and output.drawing() is None
+    output.feed("\n===== kwnb: restart 1 of the cluster =====\nagain\n")
+    assert [line for line, _ in read_kept(kept)] == ["Epoch 1/2", " 2/4 [====>..] - ETA: 0s - loss: 0.4",
+                                                     "===== kwnb: restart 1 of the cluster =====", "again"]
+    assert output.tail()[0] == tuple(line for line, _ in read_kept(kept))

@@ -10,7 +10,7 @@ from kwnb.backends import netns
 
 # A stand-in holder: the real one, whose first answer comes 1.5 s late (the kernel waits 1 s).
 LATE_FIRST_ANSWER = r"""
-import sys, time
+import runpy, sys, time
 
 
 class _LateFirstLine:
@@ -29,15 +29,18 @@ class _LateFirstLine:
 
 
 sys.stdin = _LateFirstLine(iter(sys.stdin))
+runpy.run_path(HOLDER, run_name="__main__")
 """
 
 
 @pytest.fixture
-def late_network(monkeypatch):
+def late_network(monkeypatch, tmp_path):
     found = netns.support()
     if not found.possible:
         pytest.skip(f"no private network here: {found.forbidden_by}")
-    monkeypatch.setattr(netns, "HOLDER", LATE_FIRST_ANSWER + netns.HOLDER)
+    stand_in = tmp_path / "late_holder.py"
+    stand_in.write_text(f"HOLDER = {netns.HOLDER!r}\n" + LATE_FIRST_ANSWER)
+    monkeypatch.setattr(netns, "HOLDER", str(stand_in))
     network = netns.PrivateNetwork(dataclasses.replace(found, tool="")).start()  # no tool: no request at start
     yield network
     network.close()

@@ -291,7 +291,7 @@ def test_a_learners_run_shows_the_learners_names_and_none_of_the_engines(tmp_pat
         assert isinstance(run, kwnb.Run) and repr(run).startswith("<kwnb Run 'learner' finished, 2 tasks, "), repr(run)
         shown = set(dir(run))
         assert {name for name in shown if not name.startswith("_")} == LEARNER_NAMES
-        assert {name for name in shown if name[:1] == "_" and name[:2] != "__"} == {"_engine", "_supervisor"}
+        assert {name for name in shown if name[:1] == "_" and name[:2] != "__"} == {"_engine", "_supervisor", "_reading_lock"}
         lock = type(threading.RLock())
         assert not [name for name in LEARNER_NAMES if isinstance(getattr(run, name), lock)]
         assert set(ENGINE_OWN) <= set(FORMER_NAMES) and not set(FORMER_NAMES) & shown

@@ -43,7 +43,8 @@ def test_a_size_reads_the_same_in_the_doctor_the_overview_and_the_summary(size, 
                     peak_rss=size)
     run = RunSnapshot(name="r", dir=Path("/nonexistent"), status="finished", done=True, tasks=(task,))
     table = format_summary(run).split("overview:\n")[1].splitlines()  # the summary's text overview
-    assert table[1].split() == ["worker", "0", "(chief)", "finished", "-", *shown.split(), "-"], table
+    assert table[1].split() == ["worker", "0", "(chief)", "finished", "finished", "-", "-", "-", "peak", *shown.split(),
+                                "0", "-"], table
     assert f"<td>peak {shown}</td>" in overview.overview_html(run, ())
     assert overview.memory_line().startswith(f"memory: {format_size(size // 4)} of {shown} (MEM_LIMIT)")
     assert limits.describe().startswith(f"{shown} of memory (MEM_LIMIT)")

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import LaunchError
 
@@ -36,81 +37,9 @@ ANSWER_SECONDS = 1.0  # a probe answers in ~0.1 ms; a holder this slow is treate
 # Each helper leads a process group of its own, as the tasks do, so a Ctrl-C meant for `kwnb run` misses it.
 OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
-# Runs inside the namespace, standard library only. argv: the kernel's pid. Requests, one a line, each
-# numbered ("7 probe HOST PORT"), answered on one line that repeats the number ("7 1"), so that an answer
-# that came after its asker gave up is recognised and dropped: "probe HOST PORT" -> 1|0, "ports N" -> N free
-# ports, "route" -> 1|0 (a default route is up), "companion PID".
-HOLDER = r"""
-import fcntl, os, random, signal, socket, struct, sys, threading, time
-parent, companion = int(sys.argv[1]), [None]
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the run's to handle
-
-
-def end(*_):
-    if companion[0]:
-        try:
-            os.kill(companion[0], signal.SIGTERM)
-        except OSError:
-            pass
-    os._exit(0)
-
-
-def watch_parent():  # as the tasks' bootstrap does: a SIGKILLed kernel re-parents us
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    end()
-
-
-def loopback_up():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # SIOCGIFFLAGS, SIOCSIFFLAGS |= IFF_UP
-        flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, struct.pack("16sH14s", b"lo", 0, b"")))[1]
-        fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
-
-
-def probe(host, port):
-    try:
-        with socket.create_connection((host, int(port)), timeout=0.05):
-            return "1"
-    except OSError:
-        return "0"
-
-
-def ports(count):
-    # Below the ephemeral range (32768-60999), where the probes' own connections take their ports.
-    held, chosen = [], set()
-    while len(chosen) < int(count):
-        port = random.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("", port))
-        except OSError:
-            s.close()
-            continue
-        held.append(s)
-        chosen.add(port)
-    for s in held:
-        s.close()
-    return " ".join(map(str, chosen))
-
-
-def route():
-    with open("/proc/net/route") as table:
-        return "1" if any(line.split()[1] == "00000000" for line in table.readlines()[1:]) else "0"
-
-
-loopback_up()
-threading.Thread(target=watch_parent, daemon=True).start()
-print("ready", flush=True)
-for line in sys.stdin:
-    number, verb, *args = line.split()
-    if verb == "companion":
-        companion[0], answer = int(args[0]), "ok"
-    else:
-        answer = {"probe": probe, "ports": ports, "route": route}[verb](*args)
-    sys.stdout.write(f"{number} {answer}\n")
-    sys.stdout.flush()
-end()
-"""
+# The holder, run inside the namespace by path (standard library only, under -S -I: no site-packages, and not
+# its own folder on sys.path). kwnb/task/netns_holder.py says what it answers.
+HOLDER = str(Path(__file__).parents[1] / "task" / "netns_holder.py")
 
 
 @dataclass(frozen=True)
@@ -238,7 +167,7 @@ class PrivateNetwork:
         try:
             try:
                 self.holder = subprocess.Popen(
-                    [*_unshare(self.support.user_namespace), sys.executable, "-S", "-I", "-c", HOLDER,
+                    [*_unshare(self.support.user_namespace), sys.executable, "-S", "-I", HOLDER,
                      str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     pass_fds=(exit_write,), **OWN_PROCESS_GROUP)
             finally:

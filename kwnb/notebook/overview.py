@@ -1,9 +1,8 @@
 """The overview above the dashboard's tabs: one row per task, every task visible at once.
 
-Label, its GPUs where --gpus placed the tasks, status in words, phase, epoch and step, step rate
-(recent; once ended, over its training, as the summary gives it), CPU and memory (the task's whole
-process tree, sampled once a second), restarts, and a marker where a diagnosis concerns the task; under the table, the session's memory
-against the limit that applies (machine/limits.py).
+The rows and their cells are engine/records/overview.py's, the same the text summary shows; here they are
+HTML, the status as a coloured badge and a marker where a diagnosis concerns the task; under the table, the
+session's memory against the limit that applies (machine/limits.py).
 Plain HTML with the theme's own colours (JupyterLab's --jp-* variables), so it reads in light and
 dark themes and at 700 px.
 """
@@ -14,13 +13,9 @@ import time
 
 from ..machine.limits import read_limits
 from ..engine.diagnoses.recovery import faults
-from ..engine.records.summary import rate_text
+from ..engine.records.overview import overview_columns, overview_rows
 from ..machine.sizes import format_size
 
-PHASE_WORDS = {"pending": "pending", "starting": "starting", "joining": "waiting for peers", "serving": "serving",
-               "training": "training", "finishing": "finishing",
-               "finished": "finished", "failed": "failed", "stopped": "stopped"}
-COLUMNS = ("task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts")
 MANY_TASKS = 12  # more rows than this: the tasks that matter first, and the table scrolls (~14 rows high)
 # Readable on JupyterLab's light and dark themes alike; the word is always shown too.
 STATUS_COLOURS = {"pending": "#6a4c93", "starting": "#8a6d00", "running": "#1769aa", "finished": "#2e7d32",
@@ -66,12 +61,15 @@ def overview_html(run, diagnoses, badge=badge, session_memory: bool = True) -> s
     """`run` is a RunSnapshot (engine/records/snapshot.py): a live run's or a past run's. `session_memory`: the line of
     the session's memory under the table (the published account of an ended run leaves it out)."""
     marked = {d.task for d in faults(diagnoses)}
-    placed = any(task.gpu for task in run.workers)  # a --gpus run on this machine: which GPUs each task sees
-    columns = (COLUMNS[0], "GPU", *COLUMNS[1:]) if placed else COLUMNS
-    head = "".join(f"<th>{name}</th>" for name in columns)
+    columns = overview_columns(run)
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in columns)
     many = len(run.workers) > MANY_TASKS  # a few tasks keep their order: all are in view anyway
-    ordered = by_importance(run.workers, marked) if many else run.workers
-    rows = "".join(_row(task, task.position in marked, badge, placed) for task in ordered)
+    rows = overview_rows(run)
+    if many:
+        order = {task.position: place for place, task in enumerate(by_importance(run.workers, marked))}
+        rows.sort(key=lambda row: order[row.task.position])
+    status = columns.index("status")
+    rows = "".join(_row(row.cells, row.task.position in marked, badge(row.task.status), status) for row in rows)
     # The session's memory against its limit (not under a past run: that would be today's, not the run's).
     memory = "" if run.past or not session_memory else f'<div class="kwnb-overview-memory">{html.escape(memory_line())}</div>'
     body = f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>' + memory
@@ -97,22 +95,6 @@ def by_importance(tasks, marked: set) -> list:
     return sorted(tasks, key=lambda task: (task.position not in marked, task.status != "failed", task.position))
 
 
-def phase_words(task) -> str:
-    if task.task_type == "evaluator" and task.phase == "training":
-        return "evaluating"  # a sidecar evaluator reads checkpoints; it trains nothing
-    return PHASE_WORDS.get(task.phase, task.phase)
-
-
-def phase_text(task) -> str:
-    """The phase in words, with the time a scheduler kept the task queued: "pending 12 s" while it waits,
-    "training (12 s pending)" after (--timeout does not count that time)."""
-    words = phase_words(task)
-    pending = task.time_in.get("pending", 0.0)
-    if task.phase == "pending":
-        return f"{words} {pending:.0f} s"
-    return f"{words} ({pending:.0f} s pending)" if pending >= 1 else words
-
-
 _limits = [0.0, None]  # when last read, the Limits: at most every LIMITS_SECONDS (MEM_LIMIT alone sums processes)
 LIMITS_SECONDS = 5.0
 
@@ -125,14 +107,8 @@ def memory_line() -> str:
     return f"memory: {format_size(limits.memory_used)} of {format_size(limits.memory)} ({limits.memory_source})"
 
 
-def _row(task, flagged: bool, badge, placed: bool = False) -> str:
-    _, progress = task.progress
-    cpu = "-" if task.cpu_percent is None or not task.alive else f"{task.cpu_percent:.0f} %"
-    memory = format_size(task.rss) if task.rss and task.alive else (
-        f"peak {format_size(task.peak_rss)}" if task.peak_rss else "-")
-    gpu = [html.escape(task.gpu)] if placed else []
-    cells = [("&#9888; " if flagged else "") + html.escape(task.label), *gpu, badge(task.status),
-             html.escape(phase_text(task)), html.escape(progress or "-"),
-             html.escape(rate_text(task.rate)), cpu, html.escape(memory),
-             str(task.restarts)]
-    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+def _row(cells: tuple, flagged: bool, badge: str, status: int) -> str:
+    shown = [html.escape(cell) for cell in cells]
+    shown[0] = ("&#9888; " if flagged else "") + shown[0]
+    shown[status] = badge
+    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in shown) + "</tr>"

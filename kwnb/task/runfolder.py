@@ -10,6 +10,7 @@ spelled here only, in standard-library code both sides can import.
         history.json             the metric rows at the end (epochs and steps of each task) and the log tails
         main.py, helpers.py      copies of the script and the %%kw_file modules, as they were
         <type>-<index>.log       each task's stdout and stderr, appended across restarts
+        <type>-<index>.screen    the same as a terminal shows it, a line a line after a mark (engine/readers/output.py)
         metrics-<position>.jsonl rows from kwnb.report()
         stacks-<position>.txt    Python stacks the task dumps on STACKS_SIGNAL (faulthandler)
         tf-config-<position>.json  the TF_CONFIG the script set itself, if it did
@@ -66,6 +67,9 @@ class RunFolder:
 
     def log(self, task_type: str, index: int) -> Path:
         return self.path / f"{task_type}-{index}.log"
+
+    def screen(self, task_type: str, index: int) -> Path:
+        return self.path / f"{task_type}-{index}.screen"
 
     def metrics(self, position: int) -> Path:
         return self.path / f"metrics-{position}.jsonl"

@@ -14,7 +14,7 @@ def during_run(ui):
     return [s for s in ui["snapshots"] if running(s)]
 
 
-COLUMNS = ["task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts"]
+COLUMNS = ["task", "status", "phase", "progress", "rate", "CPU", "memory", "restarts", "time in phases"]
 
 
 def phases(snapshot) -> list[str]:

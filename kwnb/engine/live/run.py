@@ -76,6 +76,9 @@ class Run(RunReading):
         self._engine = RunEngine(script, LaunchSettings.of("Run.__init__", n=n, name=name, **options))
         self._supervisor = Supervisor(self._engine, self)
 
+    def _reading_lock(self):  # RunReading.logs reads a live task's reader under the state lock
+        return self._engine.state_lock
+
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "Run":
         """Start every task, or none (raising why), and the supervisor that watches them until the end."""

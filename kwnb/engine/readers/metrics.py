@@ -11,6 +11,7 @@ import json
 import math
 import re
 
+from .lines import LineSplitter
 from .tf_messages import RUNTIME_PREFIX
 
 _TOKENS = re.compile(
@@ -70,21 +71,21 @@ class MetricsParser:
         self.total_epochs: int | None = None
         self.step: int | None = None  # step within the epoch, as printed (1-based)
         self.steps_per_epoch: int | None = None
-        self._pending = ""
-        self._pending_reports = ""
+        self._lines = LineSplitter()  # only for text fed in arbitrary pieces (feed): a task's reader splits its own
+        self._report_lines = LineSplitter()
         self._reported: dict[int, dict] = {}  # explicit kwnb.report() epoch values, which always win
         self._step_stride = 1
         self._seen_steps = 0
         self.nonfinite: dict | None = None  # the first row with a NaN or infinite value, as parsed
 
     def feed(self, text: str) -> None:
-        text = self._pending + text
-        cut = max(text.rfind("\n"), text.rfind("\r"), text.rfind("\b"))
-        self._pending = text[cut + 1:]
-        if len(self._pending) > 65536:  # a line with no end in sight carries no metrics we parse
-            self._pending = ""
-        if cut >= 0:
-            self._scan(text[: cut + 1])
+        """Output in arbitrary pieces (a test, a whole log read in chunks): split as a task's reader splits it."""
+        self.take(self._lines.split(text))
+
+    def take(self, text: str) -> None:
+        """Whole pieces of output, each ended by `\n` or `\r` (readers/lines.py), as a task's reader hands them."""
+        if text:
+            self._scan(text)
 
     def _scan(self, text: str) -> None:
         # Every line the patterns match holds "Epoch" or a "12/100" count: dropping the others first
@@ -92,7 +93,7 @@ class MetricsParser:
         if "/" not in text and "Epoch" not in text:
             return
         lines = text.split("\n")
-        last = lines.pop()  # after the last "\n": a line still being drawn, ended by \r or \b
+        last = lines.pop()  # after the last "\n": frames of a line still being drawn, each ended by \r
         text = "".join(line + "\n" for line in lines if "/" in line or "Epoch" in line)
         if "/" in last or "Epoch" in last:
             text += last
@@ -210,9 +211,8 @@ class MetricsParser:
             self.steps = self.steps[::2]
 
     def feed_report_lines(self, text: str) -> None:
-        text = self._pending_reports + text
-        complete, _, self._pending_reports = text.rpartition("\n")  # a half-written line waits for its end
-        for line in complete.splitlines():
+        """kwnb.report()'s rows as its file grows: a half-written row waits for its end (readers/lines.py)."""
+        for line in self._report_lines.split(text).splitlines():
             if line.strip():
                 try:
                     self.add_reported(json.loads(line))

@@ -103,6 +103,12 @@ class TerminalScreen:
         self.total_lines += len(finished)
         return "".join(line + "\n" for line in finished)
 
+    def finish(self) -> str:
+        """End the line being drawn, as a newline would (its writer has ended); returns it as feed_text does."""
+        if not self.current.strip():  # nothing shown: nothing to end (tail and total_lines skip it too)
+            return ""
+        return self.feed_text("\n")
+
     def tail(self, count: int | None = None) -> list[str]:
         """The last lines on screen, the unfinished one included."""
         shown = list(self.lines) + ([self.current.rstrip()] if self.current.strip() else [])

@@ -1,7 +1,8 @@
 """Recognise TensorFlow's multi-worker messages in a task's log: pure functions, standard library only.
 
-`TfLogScanner.feed(chunk)` takes the log as it grows (chunks may split lines anywhere; Keras progress bars
-bring `\\r` and `\\b`) and returns the events its complete lines show; `scan(text)` does a whole log.
+`TfLogScanner.take(text)` takes whole pieces of the log as a task's reader hands them (engine/readers/lines.py:
+each ended by `\\n` or `\\r`) and returns the events they show; `feed(chunk)` splits text cut anywhere the same
+way first; `scan(text)` does a whole log.
 `is_runtime_line(line)` tells TensorFlow's C++ runtime chatter from the learner's own output (asked once per
 line by each task's reader, output.py: views read its marks).
 The events it returns are tf_events.py's. The message shapes are those of TF 2.21, captured in tests/data/tf-2.21/ (see its README.md).
@@ -23,6 +24,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .lines import LineSplitter
 from .tf_events import AgentConnected, BindFailure, CollectiveMismatch, Event, Frame, InputExhausted, Keras3PerReplica, NonFiniteLoss, PeerUnavailable, PythonTraceback, ServerStarted, Task, TaskConnected, Unhealthy, WaitingForPeers
 
 
@@ -33,7 +35,6 @@ MARKERS = (
     "Traceback (most recent call last):", "PerReplica:", "Could not start gRPC server", "Failed to add port",
     "Your input ran out of data", "Collective instance", "collective instance", "nan", "NaN", "inf",
 )
-MAX_PENDING = 1 << 20  # an unterminated line longer than 1 MiB keeps its tail only: no marker is that long
 
 _TASK = re.compile(r"/job:([\w-]+)(?:/replica:\d+)?/task:(\d+)")
 _TASK_LINE = re.compile(r"/job:[\w-]+(?:/replica:\d+)?/task:\d+")
@@ -133,7 +134,7 @@ class TfLogScanner:
     def __init__(self, user_files=()):
         self._user_abs = {os.path.normpath(f) for f in user_files if os.path.isabs(f)}
         self._user_rel = tuple("/" + os.path.normpath(f) for f in user_files if not os.path.isabs(f))
-        self._pending = ""
+        self._split = LineSplitter()  # only for text fed in arbitrary pieces (feed): a task's reader splits its own
         self._tb: _Traceback | None = None
         self._list = None  # (event class, fields, evidence) while task lines may follow a header
         self._remote: tuple[str, Task] | None = None  # the last "remote target" line, for its status line
@@ -142,20 +143,20 @@ class TfLogScanner:
         self.stats = {"lines": 0, "regex": 0}
 
     def feed(self, chunk: str) -> list[Event]:
-        text = self._pending + chunk
-        cut = max(text.rfind("\n"), text.rfind("\r"))
-        if cut < 0:
-            self._pending = text[-MAX_PENDING:]
+        """Output in arbitrary pieces (a test, a whole log): split as a task's reader splits it (readers/lines.py)."""
+        return self.take(self._split.split(chunk))
+
+    def close(self) -> list[Event]:
+        """The events of a last line that no newline ended, fed with `feed` (the task has exited)."""
+        return self.take(self._split.close())
+
+    def take(self, body: str) -> list[Event]:
+        """The events of whole pieces of output, each ended by `\n` or `\r`, as a task's reader hands them."""
+        if not body:
             return []
-        self._pending, body = text[cut + 1:], text[:cut]
         if self._tb is None and self._list is None and not any(marker in body for marker in MARKERS):
             return []  # (an open traceback or list ends at the next line, so it is read whatever it holds)
         return self._lines(body)
-
-    def close(self) -> list[Event]:
-        """The events of a last line that no newline ended (the task has exited)."""
-        text, self._pending = self._pending, ""
-        return self._lines(text) if text else []
 
     def _lines(self, body: str) -> list[Event]:
         events: list[Event] = []

@@ -5,8 +5,10 @@ summary and the timeline show it with the same renderers. What it reads, and wha
 part is missing (an older kwnb, a deleted file, a kernel that ended before the run did):
 
     run.json      what was launched and, under "result" (engine/records/record.py), how it went
-    history.json  the metric rows; without it they are read again from the logs and kwnb.report() rows
-    <task>.log    the log tail and `logs()`
+    history.json  the metric rows and each task's last lines; without them (an older kwnb, a kernel gone
+                  first) they are read from the logs and kwnb.report() rows, once, by the live run's reader
+    <task>.screen `logs()`: every line the live run's reader kept, as shown and marked (engine/readers/output.py)
+    <task>.log    only that it is there: its bytes are read only where neither of the above was kept
 
 A folder that cannot be read at all (no run.json, a truncated one, one from a newer kwnb) raises
 UnreadableRun, whose message is the one line to show.

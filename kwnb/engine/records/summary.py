@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Collection
 
-from ...machine.sizes import format_size
 from ..diagnoses.recovery import faults
 from ..tasks.status import Status
+from .overview import overview_columns, overview_rows, rate_text  # noqa: F401 (rate_text: the summary's name too)
 from .snapshot import RunSnapshot, as_snapshot
 
 
@@ -61,17 +61,10 @@ def format_summary(run: RunSnapshot, told: Collection[str] = ()) -> str:
     return "\n".join(lines)
 
 
-def rate_text(rate: float | None) -> str:
-    return "-" if rate is None else f"{rate:.1f} steps/s"
-
-
 def overview_lines(run: RunSnapshot) -> list[str]:
-    """The overview as a small text table: rate, peak memory and the time each task spent in each phase."""
-    rows = [("task", "phase", "rate", "peak memory", "time in phases")]
-    for task in as_snapshot(run).tasks:
-        phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in task.time_in.items() if seconds >= 0.05)
-        rows.append((task.label, task.phase, rate_text(task.rate),
-                     format_size(task.peak_rss) if task.peak_rss else "-", phases or "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4]
+    """The overview (engine/records/overview.py) as a small text table: the dashboard's columns, its cells."""
+    run = as_snapshot(run)
+    rows = [overview_columns(run), *(row.cells for row in overview_rows(run))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]  # the last is left ragged
+    return ["overview:"] + ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
                             for row in rows]

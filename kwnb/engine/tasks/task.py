@@ -135,7 +135,9 @@ class Task(Named):
         self.port_open_at: float | None = None
         self.restarts = 0  # times this task started again: with its cluster (failure policy) or alone (the user)
         # Each output is called as output(task_id, lines) with every read's lines (readers/output.py).
-        self.output = TaskOutput(log_path, keep_lines, sinks=(self._took, *(partial(o, task_id) for o in outputs)))
+        self._folder = RunFolder(log_path.parent)
+        self.output = TaskOutput(log_path, keep_lines, sinks=(self._took, *(partial(o, task_id) for o in outputs)),
+                                 kept=self._folder.screen(task_id.type, task_id.index))
         self.metrics = MetricsParser(step_scale=step_scale)
         self.is_chief = False
         self.serves = False  # it only serves (a parameter-server job's worker or ps): engine/tasks/roles.py
@@ -146,7 +148,6 @@ class Task(Named):
         self._rows_at_start = _rows_mark(None)  # the metric rows read before this attempt (its phase: _update_vitals)
         self.warm = False
         self._scanner = tf.TfLogScanner(user_files)
-        self._folder = RunFolder(log_path.parent)
         self._sampled_at = float("-inf")
         self._unreadable_since: float | None = None  # the first of the read errors in a row (READ_ERROR_SECONDS)
         self._reports = FileFollower(reports_path)
@@ -280,7 +281,7 @@ class Task(Named):
         if self._process is None or self.returncode is not None:
             return changed
         if seen.returncode is not None:
-            self.signals.record(self._scanner.close(), now)
+            self.output.end()  # its last line, if no newline ended it, to _took and the run's outputs
             self.returncode, self.ended_at = seen.returncode, time.time()
             self.status = task_status(self.status, seen.returncode, self._stop_requested, False, False)
             self._update_vitals(now)
@@ -301,9 +302,9 @@ class Task(Named):
         return self.vitals.update(phase, last_step(self.metrics.steps), now)
 
     def _took(self, lines: Lines) -> None:
-        """The reader's first sink (under the run's state lock): the metrics and signals read the text as written."""
-        self.metrics.feed(lines.text)
-        self.signals.record(self._scanner.feed(lines.text), time.time())
+        """The reader's first sink (under the run's state lock): the metrics and signals read its whole pieces."""
+        self.metrics.take(lines.text)
+        self.signals.record(self._scanner.take(lines.text), time.time())
 
     def _apply_sample(self, seen: Observation) -> None:
         if seen.sample is not None:

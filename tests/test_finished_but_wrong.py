@@ -1,5 +1,6 @@
-"""Training that ran but was wrong (issue 29, items 1 and 2): `not_distributed` and `diverging`, on real 2-worker
-tf-keras runs (tests/scripts/diagnose_fit.py) and on values; the curves that show them."""
+"""Training that ran but was wrong (issue 29, items 1 and 2): `not_distributed` and `diverging`, on 2-worker tf-keras
+runs (tests/scripts/diagnose_fit.py) replayed from real captures (tests/replay.py; tests/test_replay_drift.py runs
+`unset` afresh with TensorFlow) and on values; the curves that show them."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import kwnb
 from kwnb.engine.diagnoses.diagnose import tf_config_overridden
 from kwnb.engine.diagnoses.distribution import not_distributed
 from kwnb.engine.diagnoses.divergence import diverging
@@ -17,6 +17,7 @@ from kwnb.engine.tasks.task import Signals
 from kwnb.engine.tasks.view import TaskView
 from kwnb.pictures.plotting import LiveCurves, curves_figure
 from kwnb.task.tf_config import TaskId
+from replay import replays
 
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
 DELETE_LINE = 1 + next(i for i, line in enumerate(SCRIPT.read_text().splitlines()) if "del os.environ" in line)
@@ -27,13 +28,8 @@ MODES = ("unset", "noscope", "diverge")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The three wrong runs, started together and waited for once: 6 TensorFlow tasks on 2 cores take about
-    50 s where one after the other took 35-47 s each (the suite's time, docs/testing.md)."""
-    folder = tmp_path_factory.mktemp("wrong")
-    started = {mode: kwnb.launch(SCRIPT, n=2, name=mode, args=mode, runs_dir=folder / "runs", cwd=folder,
-                                 stall_after=240) for mode in MODES}
-    for run in started.values():
-        run.wait(400)
+    """The three wrong runs (diagnose_fit.py MODE, stall_after=240), replayed at once from their captures."""
+    started = replays(MODES, tmp_path_factory.mktemp("wrong"))
     yield started
     for run in started.values():
         run.stop()
@@ -43,7 +39,7 @@ def kinds(run):
     return sorted((d.kind, d.task) for d in run.diagnoses)
 
 
-# ----- real runs ---------------------------------------------------------------------------------------
+# ----- runs replayed from real ones -------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_script_that_deletes_tf_config_is_told_with_its_line(runs):

@@ -42,7 +42,7 @@ SCRIPTS_MARK, CWD_MARK = "@@SCRIPTS@@", "@@CWD@@"
 # long ones were a loaded machine's (TensorFlow's import took 2-30 s in the captures) or TensorFlow's heartbeat
 # (about 9 s before "unhealthy"); what kwnb makes of a log depends on the order of its lines and exits, not on them.
 # A task that never ended by itself stays silent until kwnb ends it, whatever this is. None: as captured.
-MAX_GAP = 1.0
+MAX_GAP = 0.5
 
 
 def port_mark(position: int) -> str:

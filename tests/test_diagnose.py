@@ -19,7 +19,6 @@ import pytest
 import kwnb
 from kwnb.machine.ports import free_ports
 from kwnb.engine.diagnoses.stacks import blocked_at, py_spy
-from replay import replays
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -35,15 +34,6 @@ def launch(tmp_path, mode, *extra, **options):
     options.setdefault("name", mode)  # another name for a run beside one of the same mode: a name's new run replaces it
     return kwnb.launch(SCRIPT, n=2, args=" ".join([mode, *extra]), runs_dir=tmp_path / "runs",
                        cwd=tmp_path, **options)
-
-
-REPLAYED = ("raise", "keras3", "clean-keras3-env", "late_strategy", "estimator", "session")
-
-
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
-    """The captured runs this module reads, replayed at once (tests/replay.py's SCENARIOS say how each was made)."""
-    return replays(REPLAYED, tmp_path_factory.mktemp("replayed"))
 
 
 def kinds(run):

@@ -17,7 +17,6 @@ from kwnb.engine.tasks.task import Signals
 from kwnb.engine.tasks.view import TaskView
 from kwnb.pictures.plotting import LiveCurves, curves_figure
 from kwnb.task.tf_config import TaskId
-from replay import replays
 
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
 DELETE_LINE = 1 + next(i for i, line in enumerate(SCRIPT.read_text().splitlines()) if "del os.environ" in line)
@@ -26,13 +25,10 @@ DELETE_LINE = 1 + next(i for i, line in enumerate(SCRIPT.read_text().splitlines(
 MODES = ("unset", "noscope", "diverge")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The three wrong runs (diagnose_fit.py MODE, stall_after=240), replayed at once from their captures."""
-    started = replays(MODES, tmp_path_factory.mktemp("wrong"))
-    yield started
-    for run in started.values():
-        run.stop()
+@pytest.fixture
+def runs(replayed):
+    """The three wrong runs (diagnose_fit.py MODE, stall_after=240), replayed from their captures (tests/conftest.py)."""
+    return {mode: replayed[mode] for mode in MODES}
 
 
 def kinds(run):

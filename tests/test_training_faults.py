@@ -20,7 +20,6 @@ import pytest
 import kwnb
 from kwnb.machine import limits
 from kwnb.task.runfolder import POSITION_ENV
-from replay import replays
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SCRIPT = Path(__file__).parent / "scripts" / "diagnose_fit.py"
@@ -30,15 +29,6 @@ CAUSE_SECONDS = 15  # the issue's bound between a cause and its diagnosis
 def launch(tmp_path, mode, *extra, **options):
     return kwnb.launch(SCRIPT, n=2, name=mode, args=" ".join([mode, *extra]), runs_dir=tmp_path / "runs",
                        cwd=tmp_path, **options)
-
-
-REPLAYED = ("loop", "uneven", "paths", "data", "loopdata")
-
-
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
-    """The captured runs (diagnose_fit.py MODE 10: tests/replay.py's SCENARIOS), replayed at once."""
-    return replays(REPLAYED, tmp_path_factory.mktemp("replayed"))
 
 
 def only(run, kind):

@@ -66,8 +66,10 @@ def test_a_model_built_outside_the_strategy_scope_is_told_and_its_steps_are_not_
 def test_a_runaway_learning_rate_is_told_with_the_epoch_and_the_values(runs):
     run = runs["diverge"]
     assert run.wait(0) == [0, 0], run.summary()
-    assert kinds(run) == [("diverging", 0)], run.summary()
+    # Told on the task whose rise kwnb read first: both print the same values within a poll of each other.
+    assert kinds(run) in ([("diverging", 0)], [("diverging", 1)]), run.summary()
     said = run.diagnoses[0].message
+    assert said.startswith(f"worker {run.diagnoses[0].task}'s loss grew from"), said
     assert "loss grew from" in said and "epoch 1" in said and "learning rate" in said, said
     assert run.workers[0].metrics.replicas_summed is True  # a clean distributed run's steps are still divided
 

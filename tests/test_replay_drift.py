@@ -1,5 +1,6 @@
-"""The replays' captures still say what TensorFlow prints: three scenarios captured afresh with real TensorFlow
-(tests/replay.py's capture, 2-worker runs at once), compared with the captures the replayed tests read
+"""The replays' captures still say what TensorFlow prints: four scenarios captured afresh with real TensorFlow
+(tests/replay.py's capture, 2-worker runs at once), and the three known errors raised in one process, compared with
+the captures the replayed tests read
 (tests/data/replays/). It fails when TensorFlow changes the words kwnb reads (then capture again:
 tests/scripts/capture_replays.py) or when what kwnb makes of a real run differs from what it makes of its replay.
 
@@ -38,6 +39,9 @@ SAID = {
                              r"\(in this case, 20 batches\)\. You may need to use the repeat\(\) function",
                              r"\d+/10 - \d+s - loss: nan - accuracy: [\d.]+", r"Epoch 1/2")
              for task in ("worker-0", "worker-1")},
+    "keras3": {task: (r"Attempt to convert a value \(PerReplica:\{",
+                      r"with an unsupported type \(<class 'tensorflow\.python\.distribute\.values\.PerReplica'>\) "
+                      r"to a Tensor\.") for task in ("worker-0", "worker-1")},
 }
 
 
@@ -83,3 +87,20 @@ def test_kwnb_makes_of_a_replay_what_it_made_of_the_real_run(fresh, tmp_path):
         first_words = [d.message.split(" (")[0][:60] for d in replayed[name].diagnoses if d.kind != "waiting_for_peers"]
         said = " ".join(d.message for d in real[name].diagnoses)
         assert all(words in said for words in first_words), (first_words, said)
+
+
+def test_tensorflow_still_words_the_known_errors_as_captured():
+    """test_diagnose.py's three known errors (late_strategy, estimator, session) are replayed; TensorFlow's words for
+    them, raised afresh in one process, are still the captures' (whose fix kwnb adds, known_errors.py)."""
+    import subprocess
+    import sys
+
+    from replay import SCRIPTS
+
+    said = subprocess.run([sys.executable, str(SCRIPTS / "known_error_words.py")], capture_output=True, text=True,
+                          timeout=600)
+    words = dict(line.split("\t", 1) for line in said.stdout.splitlines() if "\t" in line)
+    assert set(words) == {"late_strategy", "estimator", "session"}, said.stdout + said.stderr[-3000:]
+    for name, error in words.items():
+        for task in ("worker-0", "worker-1"):
+            assert error in captured_text(name, task), (name, task, error)

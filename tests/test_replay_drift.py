@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from replay import REPLAYS, captured_text, capture_scenario, replays
+from replay import REPLAYS, captured_text, capture_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -75,9 +75,8 @@ def kinds(run, with_tasks=True):
                   if d.kind != "waiting_for_peers")  # a join a loaded machine made late
 
 
-def test_kwnb_makes_of_a_replay_what_it_made_of_the_real_run(fresh, tmp_path):
+def test_kwnb_makes_of_a_replay_what_it_made_of_the_real_run(fresh, replayed):
     _, real = fresh
-    replayed = replays(list(SAID), tmp_path)
     for name in SAID:
         # data: which task is told first of the data running out, or of the NaN, is whichever kwnb read first
         with_tasks = name != "data"

@@ -221,10 +221,9 @@ def replay(name: str, cwd: Path, **more):
 
 
 def replays(names, folder: Path, wait: float = 120) -> dict:
-    """The scenarios replayed at once and waited for (a replay costs its captured time, not CPU: together they take
-    as long as the longest)."""
+    """The scenarios replayed at once and waited for, with the pictures kwnb.launch draws at a run's end (a replay
+    costs its captured time, not CPU: together they take as long as the longest, then the pictures' drawing)."""
     started = {name: replay(name, Path(folder)) for name in names}
     for run in started.values():
-        if run.wait(wait)[0] is None:
-            run.wait(wait)
+        run.wait(wait, pictures=True)
     return started

@@ -18,3 +18,15 @@ def stop_leftover_runs():
     for run in kwnb.runs():
         if not run.done:
             run.stop(reason="test teardown")
+
+
+@pytest.fixture(scope="session")
+def replayed(tmp_path_factory):
+    """Every captured run the suite reads (tests/replay.py's SCENARIOS), replayed once for the session, all at once:
+    a replay costs its captured time, not CPU, so together they take as long as the longest (about 10 s)."""
+    from replay import SCENARIOS, replays
+
+    started = replays(SCENARIOS, tmp_path_factory.mktemp("replayed"))
+    yield started
+    for run in started.values():
+        run.stop()

@@ -1,4 +1,7 @@
 """Diagnoses on real 2-worker tf-keras runs (tests/scripts/diagnose_fit.py): one per kind, and none for a clean run.
+What kwnb makes of TensorFlow's words (an exception, Keras 3, a known error) is checked on runs replayed from real
+captures (tests/replay.py; tests/test_replay_drift.py checks TensorFlow still prints them); a kill, a stall, a stopped
+peer and a task's own TF_CONFIG on real ones.
 
 Timeliness is checked against the time kwnb itself saw the event (a diagnosis's `since` against the task's
 exit or the start of its wait), never against the wall clock of a busy test machine.
@@ -44,9 +47,8 @@ def test_a_clean_run_has_no_diagnoses(tmp_path):
     assert "diagnoses:" not in run.summary()
 
 
-def test_an_exception_names_the_task_that_raised_and_its_line(tmp_path):
-    run = launch(tmp_path, "raise")
-    run.wait(120)
+def test_an_exception_names_the_task_that_raised_and_its_line(replayed):
+    run = replayed["raise"]
     assert ("error", 1) in kinds(run) and ("peer_lost", 1) in kinds(run), run.summary()
     assert not any(d.kind == "error" and d.task == 0 for d in run.diagnoses)  # the chief only failed second
     error = next(d for d in run.diagnoses if d.kind == "error")
@@ -132,19 +134,17 @@ def test_a_stall_says_where_each_task_is_blocked(tmp_path):
     assert any(d.kind == "stalled" for d in run.diagnoses)  # still said after the stop
 
 
-def test_keras3_is_named_as_such(tmp_path):
-    run = launch(tmp_path, "keras3", env={"TF_USE_LEGACY_KERAS": "0"})
-    run.wait(120)
+def test_keras3_is_named_as_such(replayed):
+    run = replayed["keras3"]  # diagnose_fit.py keras3, with env={"TF_USE_LEGACY_KERAS": "0"}
     assert {kind for kind, _ in kinds(run)} >= {"keras3"}, run.summary()
     assert not any(d.kind == "error" for d in run.diagnoses)
     assert "keras-team/keras#20585" in run.reason
 
 
-def test_keras3_forced_by_the_runs_env_names_that_variable(tmp_path):
+def test_keras3_forced_by_the_runs_env_names_that_variable(replayed):
     """A program that uses tf.keras, run with --env TF_USE_LEGACY_KERAS=0: tf.keras is Keras 3 then, so the
     advice to use tf.keras would send the learner the wrong way (issue 29)."""
-    run = launch(tmp_path, "clean", env={"TF_USE_LEGACY_KERAS": "0"})
-    run.wait(120)
+    run = replayed["clean-keras3-env"]  # diagnose_fit.py clean, with env={"TF_USE_LEGACY_KERAS": "0"}
     found = [d for d in run.diagnoses if d.kind == "keras3"]
     assert found, run.summary()
     assert "--env TF_USE_LEGACY_KERAS=0 made tf.keras Keras 3" in found[0].message
@@ -242,11 +242,9 @@ def test_a_peer_named_by_address_is_the_one_on_that_host_and_port():
     ("estimator", "module 'tensorflow' has no attribute 'estimator'", "TensorFlow 2.16 removed tf.estimator"),
     ("session", "tf.placeholder() is not compatible with eager execution", "This is TensorFlow 1 graph code"),
 ])
-def test_a_known_error_is_explained_with_its_fix(tmp_path, mistake, quoted, fix):
+def test_a_known_error_is_explained_with_its_fix(replayed, mistake, quoted, fix):
     """TensorFlow's words say what failed, not what to do: the error diagnosis adds one sentence with the fix."""
-    run = kwnb.launch(SCRIPTS / "known_errors.py", n=2, name=mistake, args=[mistake], runs_dir=tmp_path / "runs",
-                      cwd=tmp_path)
-    run.wait(200)
+    run = replayed[mistake]  # known_errors.py MISTAKE
     errors = [d for d in run.diagnoses if d.kind == "error"]
     assert errors and all(quoted in d.message and fix in d.message for d in errors), run.summary()
 

@@ -52,7 +52,8 @@ class RunView:
     name: str  # the run's, for the commands a message suggests (%kw_stack NAME)
     script: str  # the script's file name: a traceback that reaches its top level is uncaught
     user_files: tuple[str, ...] = ()  # the script and the job's files: whose frames a diagnosis names
-    stall_after: float = 60.0  # seconds without progress before `stalled`; 0 turns it off
+    stall_after: float = 0.0  # seconds without progress before `stalled`, the run's --stall-after (declared in
+    # engine/live/settings.py, handed in by the supervisor); 0, as in a view made without it, turns it off
     diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
     env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
     restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0

@@ -304,6 +304,7 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     is a hang: the stall is told as uneven_steps, on the task that finished."""
     from kwnb.engine.diagnoses.diagnose import stalled
     from kwnb.engine.diagnoses.diagnosis import RunView
+    from kwnb.engine.live.settings import DEFAULTS
 
     chief, early = replay(tmp_path, ("clean-worker-0.log", None, None), ("clean-worker-1.log", 0, 5.0))
     in_collective = ('Current thread 0x00007f00 (most recent call first):\n'
@@ -312,7 +313,8 @@ def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
                      '  File "/repo/kwnb/task/bootstrap.py", line 90 in <module>\n')
 
     def run():
-        return RunView(tasks=tuple(views(chief, early)), name="main", script="main.py", user_files=("/job/main.py",))
+        return RunView(tasks=tuple(views(chief, early)), name="main", script="main.py", user_files=("/job/main.py",),
+                       stall_after=DEFAULTS.stall_after)  # as the supervisor hands in a default run's
     # Both logs show every step of their fit (2/2 epochs, 5/5 steps): the chief waits in a collective after it
     diagnosis = stalled(run(), 100.0, {0: in_collective})
     assert (diagnosis.kind, diagnosis.task) == ("uneven_steps", 1), diagnosis.message

@@ -30,7 +30,7 @@ from .curves_view import CURVES_CPU_SHARE, CurvesView
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 from .task_tab import fold_label, header_html, log_html, worker_label
-from .widgets_compat import TAB_BAR_SELECTORS, set_tab_titles, tab_titles, widget_bundle
+from .widgets_compat import set_tab_titles, tab_titles, widget_bundle
 
 REFRESH_HZ = 4
 TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw costs a few ms, 64 lanes ~20)
@@ -94,8 +94,8 @@ class Dashboard:
         self.curves, self.curves_note = self._curves.image, self._curves.note
         # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short. Where the
         # widgets render, this style also hides their static account (a page without them never gets the rule).
-        tabs = ",".join(f".kwnb-dashboard {selector}" for selector in TAB_BAR_SELECTORS)
-        tab_width = widgets.HTML(f"<style>{tabs}{{flex:0 0 auto}}" + OVERVIEW_CSS + hide_account_css(self.account_id) + "</style>",
+        tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
+                                 "{flex:0 0 auto}" + OVERVIEW_CSS + hide_account_css(self.account_id) + "</style>",
                                  layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),

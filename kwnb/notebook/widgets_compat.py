@@ -7,20 +7,13 @@ the two differ on (read from 7.7.1's and 8.1's sources):
 - a Tab's titles: 8 has the `titles` tuple; 7 has `set_title(i, title)` and `get_title(i)` over a
   `_titles` dict keyed by the position as a string;
 - a widget's display bundle: 8 has `_repr_mimebundle_`; 7 displays itself in `_ipython_display_`, with
-  the same `application/vnd.jupyter.widget-view+json` data (model_id, version 2.0) made by hand;
-- the Tab bar's class names, which the dashboard's style reaches: lumino's `lm-` in 8, phosphor's `p-`
-  in 7 (TAB_BAR_SELECTORS).
+  the same `application/vnd.jupyter.widget-view+json` data (model_id, version 2.0) made by hand.
 
 Everything else kwnb builds (HTML, Image, Button and ToggleButton with `tooltip`, FloatProgress, Label,
-VBox, HBox, Layout(display=...), add_class, observe) reads the same in both.
+VBox, HBox, Layout(display=...), add_class, observe) reads the same in both, and 7.6+ draws its tabs with
+lumino's `lm-` classes as 8 does, so the dashboard's style rules reach both.
 """
 from __future__ import annotations
-
-import ipywidgets as widgets
-
-IPYWIDGETS_MAJOR = int(widgets.__version__.split(".")[0])
-# The Tab bar's tabs, for a style rule: 8 draws them with lumino, 7 with phosphor (lumino's former name).
-TAB_BAR_SELECTORS = (".widget-tab > .lm-TabBar .lm-TabBar-tab", ".widget-tab > .p-TabBar .p-TabBar-tab")
 
 
 def tab_titles(tab) -> tuple[str, ...]:

@@ -55,4 +55,5 @@ def test_a_dashboard_that_cannot_be_built_leaves_no_task_running(python, tmp_pat
     line = report["shown_stdout"]
     assert line.count("\n") == 1 and "cannot be shown here" in line and "%kw_stop shown stops it" in line
     assert report["account"] and report["tasks_while_shown"] == 2
+    assert report["kw_show_error"] == "None" and report["kw_show_stdout"] == line and report["kw_show_account"]
     assert report["status"] == "stopped" and report["tasks_after_stop"] == []

@@ -1,6 +1,6 @@
 """The dashboard cannot be built (a Tab that raises as ipywidgets 8's `titles` did on ipywidgets 7, issue 38):
 `%%kw_worker` starts nothing and says why in one line; a Run displayed anyway shows its text account and goes
-on, stoppable. Prints what happened as JSON. Usage: python dashboard_broken.py FOLDER"""
+on, stoppable, and `%kw_show` shows the same. Prints what happened as JSON. Usage: python dashboard_broken.py FOLDER"""
 import json
 import os
 import sys
@@ -41,6 +41,10 @@ with capture_output() as shown:
 report.update(shown_stdout=shown.stdout, shown=[sorted(output.data) for output in shown.outputs],
               account="kwnb-static" in "".join(output.data.get("text/html", "") for output in shown.outputs),
               tasks_while_shown=len(tasks_of("sleepy.py")))
+with capture_output() as magic:
+    result = shell.run_cell("%kw_show shown")
+report.update(kw_show_error=repr(result.error_in_exec), kw_show_stdout=magic.stdout,
+              kw_show_account="kwnb-static" in "".join(output.data.get("text/html", "") for output in magic.outputs))
 run.stop()
 report.update(status=run.status, tasks_after_stop=tasks_of("sleepy.py"))
 print(json.dumps(report))

@@ -103,7 +103,9 @@ def page_record(tmp_path_factory):
             while time.monotonic() < deadline:
                 state = page.evaluate(STATE_JS)
                 record["samples"].append(state)
-                if state and state[0]["title"].startswith("FINISHED"):
+                # The title and the tabs' labels are separate messages: the end is both.
+                if state and state[0]["title"].startswith("FINISHED") and state[0]["labels"] and \
+                        all(label.endswith("finished") for label in state[0]["labels"]):
                     break
                 time.sleep(0.3)
             page.evaluate("() => Jupyter.notebook.execute_cells([2])")

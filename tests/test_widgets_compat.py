@@ -49,7 +49,7 @@ def test_a_dashboard_that_cannot_be_built_leaves_no_task_running(python, tmp_pat
                               env={**os.environ, "PYTHONPATH": str(ROOT), "KWNB_WARM": "0"}))
     # %%kw_worker: one line saying why, and nothing started.
     assert report["error"].startswith("UsageError: the dashboard cannot be drawn here (ipywidgets ")
-    assert report["error"].endswith("AttributeError: 'Tab' object has no attribute 'titles'); nothing started")
+    assert report["error"].endswith(" has no way to title a Tab's pages (Tab.titles, Tab.set_title)); nothing started")
     assert report["runs"] == 0 and report["tasks"] == []
     # A run going already, displayed: why in one line, what to do, its text account; it stops as asked.
     line = report["shown_stdout"]

@@ -15,6 +15,19 @@ lumino's `lm-` classes as 8 does, so the dashboard's style rules reach both.
 """
 from __future__ import annotations
 
+import ipywidgets as widgets
+
+# What the dashboard needs of ipywidgets, each as the attribute 8 has and the one 7 has.
+NEEDED = {"way to title a Tab's pages (Tab.titles, Tab.set_title)": (lambda: widgets.Tab, ("titles", "set_title")),
+          "way to display a widget (_repr_mimebundle_, _ipython_display_)":
+              (lambda: widgets.DOMWidget, ("_repr_mimebundle_", "_ipython_display_"))}
+
+
+def unbridged() -> list[str]:
+    """What the dashboard needs that this ipywidgets has in neither form: [] where the bridge below works.
+    Read on the classes: no widget is made (a notebook saved by nbclient would keep its state)."""
+    return [what for what, (where, names) in NEEDED.items() if not any(hasattr(where(), name) for name in names)]
+
 
 def tab_titles(tab) -> tuple[str, ...]:
     """A Tab's titles in the order of its children ('' where none is set)."""
@@ -28,8 +41,10 @@ def set_tab_titles(tab, titles) -> None:
     titles = tuple(titles)
     if hasattr(tab, "titles"):
         tab.titles = titles
-    else:  # set_title sends the whole dict each time: set them all, then send once
+    elif hasattr(tab, "set_title"):  # which sends the whole dict each time: set them all, then send once
         tab._titles = {str(i): title for i, title in enumerate(titles)}
+    else:
+        raise AttributeError(f"{type(tab).__name__} has neither titles (ipywidgets 8) nor set_title (7)")
 
 
 def widget_bundle(widget) -> dict:

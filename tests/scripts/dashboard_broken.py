@@ -1,4 +1,5 @@
-"""The dashboard cannot be built (a Tab that raises as ipywidgets 8's `titles` did on ipywidgets 7, issue 38):
+"""The dashboard cannot be built (a Tab with neither ipywidgets 8's `titles` nor 7's `set_title`; issue 38 saw
+ipywidgets 7 without the first):
 `%%kw_worker` starts nothing and says why in one line; a Run displayed anyway shows its text account and goes
 on, stoppable, and `%kw_show` shows the same. Prints what happened as JSON. Usage: python dashboard_broken.py FOLDER"""
 import json
@@ -15,9 +16,8 @@ from IPython.utils.capture import capture_output
 import kwnb
 
 
-class TabWithoutTitles(ipywidgets.Tab):
-    def __init__(self, *args, **kwargs):
-        raise AttributeError("'Tab' object has no attribute 'titles'")
+class TabWithoutTitles(ipywidgets.Box):
+    """A container of pages with no way to title them."""
 
 
 folder = Path(sys.argv[1])

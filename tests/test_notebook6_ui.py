@@ -121,6 +121,9 @@ def page_record(tmp_path_factory):
             record["stopped"] = page.evaluate(STATE_JS)[1]
             record["after_stop"] = tasks_running("forever6.py")
             browser.close()
+    except Exception as error:  # what the page and the server said, for a failure under load
+        last = record["samples"][-1] if record["samples"] else None
+        raise AssertionError(f"{error}\nlast sample: {last}\nserver log:\n{tail(log_path)}") from error
     finally:
         stop(process)
     record["log"] = tail(log_path)

@@ -41,7 +41,7 @@ setup: $(SETUP_STAMP) $(CHP)
 
 # A second venv holding Colab's published versions, then kwnb (editable, tf extra) installed under the same
 # constraints: tests/test_colab_env.py checks that this changed none of them and runs notebooks in its kernel.
-# About 4 minutes and 2.4 GB the first time (docs/testing.md); without python3.13, one line says its tests skip.
+# About 4 minutes and 2.4 GB (docs/testing.md); without python3.13, one line says its tests skip.
 $(COLAB_STAMP): pyproject.toml constraints/colab.txt
 	@if [ -z "$(PYTHON_COLAB)" ]; then echo "colab-env: no python3.13, so the Colab environment's tests skip"; \
 	else rm -rf $(COLAB_VENV) && $(PYTHON_COLAB) -m venv $(COLAB_VENV) \

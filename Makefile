@@ -12,7 +12,14 @@ NODE_PKGS := nodejs npm
 # The JupyterHub tests' proxy (tests/hub_support.py looks here first): npm's, in a prefix of the venv's own.
 CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 
-.PHONY: setup system-deps demo test test-fast bench clean
+# Colab's runtime as Google publishes it (constraints/colab.txt) needs its Python: a python3.13 on PATH that runs
+# (a pyenv shim may not), else pyenv's own.
+PYTHON_COLAB ?= $(shell for p in $$(command -v python3.13) $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13; do \
+	$$p -c 'import venv' 2>/dev/null && echo $$p && break; done)
+COLAB_VENV := .venv-colab
+COLAB_STAMP := $(COLAB_VENV)/.kwnb-installed
+
+.PHONY: setup colab-env system-deps demo test test-fast bench clean
 
 # The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes.
 $(SETUP_STAMP): pyproject.toml
@@ -31,6 +38,19 @@ $(CHP): | $(SETUP_STAMP)
 		|| echo "setup: npm could not install configurable-http-proxy, so the JupyterHub tests skip"; fi
 
 setup: $(SETUP_STAMP) $(CHP)
+
+# A second venv holding Colab's published versions, then kwnb (editable, tf extra) installed under the same
+# constraints: tests/test_colab_env.py checks that this changed none of them and runs notebooks in its kernel.
+# About 4 minutes and 2.4 GB (docs/testing.md); without python3.13, one line says its tests skip.
+$(COLAB_STAMP): pyproject.toml constraints/colab.txt
+	@if [ -z "$(PYTHON_COLAB)" ]; then echo "colab-env: no python3.13, so the Colab environment's tests skip"; \
+	else rm -rf $(COLAB_VENV) && $(PYTHON_COLAB) -m venv $(COLAB_VENV) \
+		&& $(COLAB_VENV)/bin/python -m pip install --quiet --upgrade pip \
+		&& $(COLAB_VENV)/bin/python -m pip install --quiet -r constraints/colab.txt \
+		&& $(COLAB_VENV)/bin/python -m pip install --quiet -c constraints/colab.txt -e ".[tf]" \
+		&& touch $(COLAB_STAMP) || echo "colab-env: the install failed, so the Colab environment's tests skip"; fi
+
+colab-env: $(COLAB_STAMP)
 
 # $(call apt_install,PACKAGES,APT-GET OPTIONS,TESTS THAT NEED THEM): installs those of PACKAGES dpkg does
 # not list as installed, as root or through passwordless sudo, trying first without `apt-get update` (the
@@ -68,7 +88,7 @@ demo: setup
 
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
-test: system-deps setup
+test: system-deps setup colab-env
 	$(PY) -m pytest -ra --durations=40 tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
@@ -81,4 +101,4 @@ bench: setup
 
 # Back to a fresh clone (the venv, run folders, build output); installed Debian packages stay.
 clean:
-	rm -rf $(VENV) .kwnb build *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) .kwnb build *.egg-info

@@ -30,6 +30,7 @@ from .curves_view import CURVES_CPU_SHARE, CurvesView
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 from .task_tab import fold_label, header_html, log_html, worker_label
+from .widgets_compat import set_tab_titles, tab_titles, widget_bundle
 
 REFRESH_HZ = 4
 TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw costs a few ms, 64 lanes ~20)
@@ -131,8 +132,8 @@ class Dashboard:
             diagnoses = run.diagnoses
             marked = {d.task for d in faults(diagnoses)}
             titles = tuple(("\u26a0 " if w.position in marked else "") + worker_label(w) for w in run.tasks)
-            if tuple(self.tabs.titles) != titles:
-                self.tabs.titles = titles
+            if tab_titles(self.tabs) != titles:
+                set_tab_titles(self.tabs, titles)
             self._set(self.banner, "value", missing_html(run.missing) + diagnoses_html(diagnoses))
             self._set(self.overview, "value", overview_html(run, diagnoses))
             for i in range(len(run.tasks)):
@@ -292,7 +293,7 @@ class Dashboard:
     def _bundle(self) -> dict:
         """The widget view, the summary for terminals, and an empty text/html: a page that draws no widgets
         shows the account output below instead, once (nbconvert, GitHub and Markdown pick text/html first)."""
-        bundle = self.widget._repr_mimebundle_()
+        bundle = widget_bundle(self.widget)
         with self._drawing:
             snapshot = self._snapshot
         bundle["text/html"] = ""
@@ -341,6 +342,11 @@ def settle_ended(_result=None) -> None:
     for run, dashboard in list(_dashboards.items()):
         if run.done and dashboard._shown and not dashboard._final_sent:
             dashboard._thread.join(10.0 + DRAW_TIMEOUT)
+
+
+def forget(run) -> None:
+    """A dashboard that could not be shown: the next attempt builds its own."""
+    _dashboards.pop(run, None)
 
 
 def dashboard_for(run, parent=None) -> Dashboard:

@@ -119,17 +119,20 @@ class KwnbMagics(Magics):
         own, _ = split_script_args(arg_split(line))  # split as every magic's line is (quotes kept)
         _, script_args = split_script_args(arg_split(line, posix=True))  # the script's words, as a shell gives them
         args = self.kw_worker.parser.parse_args(own)
+        from .show import DashboardUnavailable, check_widgets, show_run
+
         try:
             options = launch_options(args, script_args)
             script = write_cell(args.file, cell)
+            check_widgets()  # where the dashboard cannot be drawn, before any task starts
             run = api.launch(script, files=list(self.job_files), **options)
         except KwnbError as error:
             raise UsageError(str(error)) from None
+        except DashboardUnavailable as error:
+            raise UsageError(f"the dashboard cannot be drawn here ({error}); nothing started") from None
         self._print_notes(run)
         if args.wait:
-            from .dashboard import dashboard_for
-
-            dashboard_for(run).show()
+            show_run(run)
             if not self._wait_and_summarise(run):
                 print(f"kwnb: interrupted; run {run.name!r} goes on (%kw_stop {run.name} stops it)")
             return None

@@ -40,18 +40,18 @@ class PastRunMagics(Magics):
     def kw_show(self, line):
         """Show a run's dashboard: a run of this kernel live, a past one as it ended (kwnb.open_run)."""
         from ..engine.records.past import open_run
-        from .dashboard import dashboard_for
+        from .show import show_run
 
         ref = parse_argstring(self.kw_show, line).run
         live = [run for run in api.runs() if run.name == ref or _same_folder(run.dir, ref)]
         if live:
-            dashboard_for(live[-1]).show()
+            show_run(live[-1])
             return
         try:
             past = open_run(ref)
         except KwnbError as error:
             raise UsageError(str(error)) from None
-        dashboard_for(past).show()  # what the folder lacks is on its banner and in its summary: not printed again
+        show_run(past)  # what the folder lacks is on its banner and in its summary: not printed again
 
 
 def _same_folder(folder, ref: str) -> bool:

@@ -1,0 +1,47 @@
+"""A run shown in a cell: its dashboard, or where the dashboard cannot be drawn, one line saying why and the
+text account, never a traceback over a run that goes on unseen.
+
+A learner who sees a red cell runs it again and starts a second run; one whose run trains with nothing on
+screen cannot stop it. So `%%kw_worker` checks that this ipywidgets has what the dashboard needs
+(check_widgets) before any task starts, and where it has not, starts nothing; a failure later (showing a
+run, `%kw_show`) shows the static account (notebook/static.py) with the magics that wait for and stop it.
+"""
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .static import static_html
+from .widgets_compat import unbridged
+
+
+class DashboardUnavailable(Exception):
+    """This front end's ipywidgets cannot build the dashboard: one line says why."""
+
+
+def _why(error: Exception) -> str:
+    return f"ipywidgets {widgets.__version__}: {type(error).__name__}: {error}".splitlines()[0]
+
+
+def check_widgets() -> None:
+    """Raises DashboardUnavailable where this ipywidgets lacks what the dashboard needs (widgets_compat.py),
+    before a run's tasks start. No widget is made: its state would stay in a notebook nbclient saves."""
+    missing = unbridged()
+    if missing:
+        raise DashboardUnavailable(f"ipywidgets {widgets.__version__} has no {' and no '.join(missing)}")
+
+
+def show_run(run) -> None:
+    """The run's dashboard; where it cannot be drawn, why in one line and the run's text account."""
+    from IPython.display import display
+
+    from .dashboard import dashboard_for, forget
+
+    try:
+        dashboard_for(run).show()
+    except Exception as error:
+        forget(run)
+        live = hasattr(run, "stop") and not run.done
+        going = f"; run {run.name!r} goes on: %kw_wait {run.name} waits for it, %kw_stop {run.name} stops it" if live else ""
+        print(f"kwnb: the dashboard cannot be shown here ({_why(error)}){going}")
+        snapshot = run.snapshot()
+        display({"text/html": static_html(snapshot, summary=snapshot.done), "text/plain": repr(run)}, raw=True)

@@ -1,0 +1,38 @@
+"""Where the tests find the Colab environment (`make colab-env`: constraints/colab.txt held, kwnb installed
+in it), or why it is missing: the tests that need it skip saying so."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+COLAB_VENV = ROOT / ".venv-colab"
+COLAB_PYTHON = COLAB_VENV / "bin" / "python"
+CONSTRAINTS = ROOT / "constraints" / "colab.txt"
+
+
+def held_versions() -> dict[str, str]:
+    """The versions constraints/colab.txt holds, by normalised name."""
+    pins = [line.split("#")[0].strip() for line in CONSTRAINTS.read_text().splitlines()]
+    return {normalised(name): version for name, version in (pin.split("==") for pin in pins if pin)}
+
+
+def normalised(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def colab_python() -> Path:
+    """The Colab environment's interpreter; skips the test, saying why, where there is none."""
+    if not (COLAB_VENV / ".kwnb-installed").exists():
+        python313 = shutil.which("python3.13") or next(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"), None)
+        why = ("no python3.13 on this machine (Colab's runtime is Python 3.13)" if python313 is None else
+               f"{COLAB_VENV} is not built: `make colab-env` builds it")
+        pytest.skip(why)
+    return COLAB_PYTHON
+
+
+def run_in(python: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, **kwargs)

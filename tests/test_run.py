@@ -101,7 +101,6 @@ def fit_run(tmp_path_factory):
         run.wait(timeout=240)
         assert pictures_ready(run)  # curves.png follows the run's end (issue 31)
         run.launch_cwd = work  # for the tests below
-        run.runs_dir = runs_dir
         yield run
     finally:
         run.stop()
@@ -194,7 +193,7 @@ def test_fit_worker_environment_and_cwd(fit_run):
 @pytest.mark.slow
 def test_fit_run_folder(fit_run):
     folder = fit_run.dir
-    assert folder.parent == Path(fit_run.runs_dir)
+    assert folder.parent == Path(fit_run.settings.runs_dir)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     for worker in fit_run.workers:
         assert worker.log_path.parent == folder

@@ -31,7 +31,7 @@ def loaded(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_after_a_64_task_run_without_tensorflow_the_pool_is_small_and_bare(tmp_path, warm_session):
+def test_after_a_64_task_run_without_tensorflow_the_pool_is_small_and_bare(tmp_path, warm_session, capsys):
     script = tmp_path / "light.py"
     script.write_text("import json\nprint(json.dumps({'light': True}))\n")
     run = kwnb.launch(script, n=64, runs_dir=tmp_path / "runs", cwd=tmp_path, network="host", warm=True)
@@ -46,3 +46,13 @@ def test_after_a_64_task_run_without_tensorflow_the_pool_is_small_and_bare(tmp_p
     assert rss < 1.5e9 and rss < len(idle) * 60e6, rss  # a bare bootstrap each (about 10-30 MB here)
     assert [w["imports"] for w in idle] == [()] * len(idle)
     assert not any(loaded(w["pid"]) for w in idle), [w["pid"] for w in idle]
+
+    from IPython.testing.globalipapp import get_ipython
+
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")  # (its warm first cell adds nothing: the pool has its run already)
+    capsys.readouterr()
+    shell.run_line_magic("kw_pool", "")
+    said = capsys.readouterr().out  # the cap and why, why it is not full, what each interpreter imported
+    assert f"kwnb: pool cap at most {len(idle)}, by the CPUs: {len(idle)} for the" in said, said
+    assert f"kwnb: {len(idle)} of the 64 wanted kept" in said and said.count("ready, imported nothing") == len(idle), said

@@ -89,11 +89,16 @@ def test_what_a_warm_interpreter_imports_is_read_from_the_script(tmp_path):
     (tmp_path / "model.py").write_text("def build():\n    import tensorflow as tf\n    return tf\n")
     (tmp_path / "main.py").write_text("import json\nfrom model import build\n")
     (tmp_path / "k3.py").write_text("import keras\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "nets.py").write_text("from tensorflow import keras\n")
+    (tmp_path / "deep.py").write_text("from pkg import nets\n")
     (tmp_path / "broken.py").write_text("import tensorflow as tf\ndef (\n")
     assert warm_room.script_imports(str(tmp_path / "light.py")) == {"json", "os", "numpy"}
     assert warm_room.warm_imports(str(tmp_path / "light.py")) == ()
     assert warm_room.warm_imports(str(tmp_path / "main.py")) == ("tensorflow", "tf_keras")
     assert warm_room.warm_imports(str(tmp_path / "k3.py")) == ("tensorflow", "tf_keras", "keras")
+    assert warm_room.warm_imports(str(tmp_path / "deep.py")) == ("tensorflow", "tf_keras")  # pkg/nets.py does
     assert warm_room.warm_imports(str(tmp_path / "broken.py")) == ("tensorflow", "tf_keras")
     assert warm_room.warm_imports(None) == ("tensorflow", "tf_keras")
     assert warm_room.run_memory(str(tmp_path / "light.py"), 2) == 2 * warm_room.LIGHT_TASK_MEMORY

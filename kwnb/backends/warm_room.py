@@ -100,16 +100,25 @@ def script_imports(script: str) -> set[str] | None:
             if len(seen) == 1:
                 return None  # the script itself
             continue
-        names = set()
+        dotted = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
+                dotted |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module.split(".")[0])
-        found |= names
-        for name in names:  # a local module (name.py, or a package's __init__.py) may import TensorFlow itself
-            queue += [local for local in (folder / f"{name}.py", folder / name / "__init__.py") if local.is_file()]
+                dotted |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+        found |= {name.split(".")[0] for name in dotted}
+        queue += [local for name in dotted for local in _local_files(folder, name)]
     return found
+
+
+def _local_files(folder: Path, dotted: str) -> list[Path]:
+    """The files next to the script that importing `dotted` runs (a.py, a/__init__.py, a/b.py, ...): a
+    local module may import TensorFlow itself."""
+    parts, files = dotted.split("."), []
+    for end in range(1, len(parts) + 1):
+        base = folder.joinpath(*parts[:end])
+        files += [path for path in (base.with_name(base.name + ".py"), base / "__init__.py") if path.is_file()]
+    return files
 
 
 def _text(path) -> str | None:

@@ -35,7 +35,8 @@ def test_kwnb_warm_0_starts_nothing(monkeypatch):
 def test_the_first_run_after_loading_the_extension_starts_warm(tmp_path, warm_session):
     prewarm(2).join(30)
     assert pool_ready(2), (POOL.status(), POOL.refused)
-    assert "by the memory" in POOL.cap_reason
+    assert "memory for" in POOL.cap_reason and "2 per CPU, at least 2" in POOL.cap_reason  # both grounds named
+    assert [w["imports"] for w in POOL.status()] == [("tensorflow", "tf_keras")] * 2  # no script yet: the tutorials'
     run = kwnb.launch(SCRIPT, n=2, runs_dir=tmp_path / "runs", cwd=tmp_path)  # every option its default
     assert run.wait(150) == [0, 0], run.summary()
     assert run.warm and "started warm: 2 of 2" in run.summary()

@@ -98,7 +98,7 @@ def test_another_environment_starts_cold_and_the_pool_follows_it(tmp_path, empty
     assert other.wait(150) == [3, 3]  # exit codes pass through as from a cold start
     assert not other.warm  # read at import: a warm interpreter imported TensorFlow without it
     assert pool_ready(2)
-    launched = {**other._env(other.workers[0], {}), **dict(other.launcher._threads)}  # the launcher adds threads
+    launched = {**other._engine._env(other.workers[0], {}), **dict(other.launcher._threads)}  # the launcher adds threads
     launched.update(temp_variables(launched))  # and the temporary folder
     assert {warm["key"] for warm in POOL.status()} == {key(other.python, launched)}
     assert POOL.status()[0]["key"] != old_key

@@ -1,6 +1,6 @@
 """The warm pool's races and sizing (kwnb/backends/warm.py, warm_room.py), without running TensorFlow
 training: a stop() or a run that comes while a refill starts interpreters leaves nothing behind, and
-the pool keeps to the session's CPUs and memory."""
+the pool keeps to the session's CPUs and memory, and imports TensorFlow only for a script that does."""
 from __future__ import annotations
 
 import os
@@ -26,7 +26,7 @@ def pool(monkeypatch):
 
 def wanted(pool: Pool, count: int) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KWNB_WARM"}
-    pool._wanted = (key(sys.executable, env), sys.executable, env, os.getcwd(), count, False)
+    pool._wanted = (key(sys.executable, env), sys.executable, env, os.getcwd(), count, False, warm_room.WARM_IMPORTS)
 
 
 @pytest.mark.parametrize("interruption", ["stop", "run_started"])
@@ -62,17 +62,47 @@ def limits(memory_gb: float, used_gb: float, cpus: float) -> Limits:
                   "cgroup v1 cpu.cfs_quota_us", None)
 
 
-def test_the_cap_is_what_fits_in_memory_not_one_per_cpu():
-    """An idle warm interpreter costs memory, not CPU: a 1-CPU session with room for two is warm for a
-    2-worker run (issue 30: one per CPU left such a run half cold)."""
+def test_the_cap_is_the_fewer_of_two_per_cpu_and_what_fits_in_memory():
+    """A 1-CPU session with room for two is warm for a 2-worker run (issue 30: one per CPU left such a
+    run half cold); a 2-CPU machine with room for 32 keeps 4, not one per task of a 64-task run (issue
+    38: 33 idle interpreters, 1.56 GB)."""
     binder = warm_room.cap(limits(2, 0.3, 1))  # 1.7 GiB left: two tasks of 730 MB and 250 MB spare
     assert binder.count == 2, binder.why
     assert binder.why.startswith("at most 2, by the memory: memory for 2 training tasks of 696 MiB")
-    assert "not by the 1 CPU (cgroup v1 cpu.cfs_quota_us)" in binder.why
-    assert warm_room.cap(limits(24, 2, 2)).count == (22 * 2**30 - warm_room.SPARE_MEMORY) // warm_room.TASK_MEMORY
+    assert "the CPUs allow 2 for the 1 CPU (cgroup v1 cpu.cfs_quota_us; 2 per CPU, at least 2)" in binder.why
+    roomy = warm_room.cap(limits(24, 2, 2))
+    assert (22 * 2**30 - warm_room.SPARE_MEMORY) // warm_room.TASK_MEMORY > 4 and roomy.count == 4, roomy.why
+    assert roomy.why.startswith("at most 4, by the CPUs: 4 for the 2 CPUs (cgroup v1 cpu.cfs_quota_us;"), roomy.why
+    assert "the memory has room for more: memory for 32 training tasks" in roomy.why
+    assert warm_room.cap(limits(64, 2, 16)).count == 32
+    light = warm_room.cap(limits(2, 1.5, 1), imports=())  # no TensorFlow: a task takes 60 MB, not 730
+    assert light.count == 2 and "memory for 4 tasks without TensorFlow of 57 MiB" in light.why, light.why
     short = warm_room.cap(limits(2, 1.5, 4))  # 0.5 GiB left: not one training task with 250 MB spare
     assert short.count == 0 and "by the memory" in short.why and "cgroup v1 memory.limit_in_bytes" in short.why
     assert warm_room.cap(limits(2, 1.5, 4), pool_memory=1 << 30).count == 1  # the pool's own memory is its to use
+
+
+def test_what_a_warm_interpreter_imports_is_read_from_the_script(tmp_path):
+    """By `ast`, without running it: TensorFlow only for a script that imports it, itself or through a
+    module next to it; no script yet (the first cell) or one that cannot be parsed: TensorFlow."""
+    (tmp_path / "light.py").write_text("import json, os.path\nfrom numpy import linalg\nprint('tensorflow')\n")
+    (tmp_path / "model.py").write_text("def build():\n    import tensorflow as tf\n    return tf\n")
+    (tmp_path / "main.py").write_text("import json\nfrom model import build\n")
+    (tmp_path / "k3.py").write_text("import keras\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "nets.py").write_text("from tensorflow import keras\n")
+    (tmp_path / "deep.py").write_text("from pkg import nets\n")
+    (tmp_path / "broken.py").write_text("import tensorflow as tf\ndef (\n")
+    assert warm_room.script_imports(str(tmp_path / "light.py")) == {"json", "os", "numpy"}
+    assert warm_room.warm_imports(str(tmp_path / "light.py")) == ()
+    assert warm_room.warm_imports(str(tmp_path / "main.py")) == ("tensorflow", "tf_keras")
+    assert warm_room.warm_imports(str(tmp_path / "k3.py")) == ("tensorflow", "tf_keras", "keras")
+    assert warm_room.warm_imports(str(tmp_path / "deep.py")) == ("tensorflow", "tf_keras")  # pkg/nets.py does
+    assert warm_room.warm_imports(str(tmp_path / "broken.py")) == ("tensorflow", "tf_keras")
+    assert warm_room.warm_imports(None) == ("tensorflow", "tf_keras")
+    assert warm_room.run_memory(str(tmp_path / "light.py"), 2) == 2 * warm_room.LIGHT_TASK_MEMORY
+    assert warm_room.run_memory(str(tmp_path / "main.py"), 2) == 2 * warm_room.TASK_MEMORY
 
 
 def test_busy_cpus_are_named_and_the_pool_waits(monkeypatch):
@@ -127,4 +157,4 @@ def test_kw_pool_says_the_cap_and_why(monkeypatch, capsys):
     shell.run_line_magic("kw_pool", "")
     said = capsys.readouterr().out
     assert "kwnb: pool cap at most 0, by the memory: memory for 0 training tasks" in said
-    assert "of 512 MiB, MEM_LIMIT" in said and "not by the 1 CPU (CPU_LIMIT)" in said
+    assert "of 512 MiB, MEM_LIMIT" in said and "the CPUs allow 2 for the 1 CPU (CPU_LIMIT" in said

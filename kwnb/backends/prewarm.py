@@ -4,7 +4,9 @@ a cell run some seconds later skips `import tensorflow` on every worker.
 
 The pool's own rules apply: within the session's limits, at nice 19, only when the CPUs are quiet, and
 the next run's own environment decides (a run with other options starts cold, and the pool then follows
-what the user runs). Nothing happens with KWNB_WARM=0.
+what the user runs). The cell's script is not written yet, so these import TensorFlow, as the tutorials'
+scripts do (warm_room.warm_imports); after a run of a script without TensorFlow the pool's import
+nothing. Nothing happens with KWNB_WARM=0.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ def _prepare(count: int, cwd: str) -> None:
     from ..machine.task_env import TaskFacts, task_environment
     from . import netns, network_choice
     from .warm import POOL
+    from .warm_room import warm_imports
 
     # A default run's tasks, less what is per task, as the local launcher starts them (threads, temporary folder).
     env = task_environment(TaskFacts(tasks=count, cpus=read_limits().cpus), here=True)
@@ -39,4 +42,4 @@ def _prepare(count: int, cwd: str) -> None:
         return
     choice = network_choice.choose(network, said_by, False, netns.support(), neighbours())
     # sys.executable: a run's Python unless --python says otherwise (engine/live/inputs.py, find_python)
-    POOL.prepare(sys.executable, env, cwd, count, private=choice.network == "private")
+    POOL.prepare(sys.executable, env, cwd, count, private=choice.network == "private", imports=warm_imports(None))

@@ -1,6 +1,8 @@
-"""Warm starts: a pool of interpreters that have already imported TensorFlow, one per task of the
-last run (two, for the default `-n 2`, when the extension is loaded) up to the session's cap, so that
-running a cell skips the 2.4-4 s `import tensorflow` costs per worker here.
+"""Warm starts: a pool of interpreters that have already imported what the next run's script imports
+of TensorFlow, one per task of the last run (two, for the default `-n 2`, when the extension is
+loaded) up to the session's cap, so that running a cell skips the 2.4-4 s `import tensorflow` costs
+per worker here. A script that imports no TensorFlow gets interpreters that import nothing
+(warm_room.warm_imports reads the script's imports; it never runs it).
 
 Rules that keep it correct and cheap:
 - A warm interpreter serves a task only if it was started with the same Python and the same
@@ -9,8 +11,8 @@ Rules that keep it correct and cheap:
   set-up. Otherwise the task starts cold, and the next refill builds the pool for the new key.
 - Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
   only when other work leaves the CPUs quiet (an import must not compete with anyone's training),
-  at nice 19; never more than the session's memory limit holds once each has become a training task,
-  with some to spare, however few its CPUs (warm_room.py); emptied after 10 idle minutes
+  at nice 19; never more than 2 per CPU (at least 2) nor than the session's memory limit holds once
+  each has become a task, with some to spare (warm_room.cap); emptied after 10 idle minutes
   and at exit. Each warm interpreter runs the bootstrap's parent watchdog, so a SIGKILLed kernel
   leaves none behind.
 - Local backend only. Under `--network private` the pool keeps its interpreters in a private
@@ -65,6 +67,7 @@ class Warm:
     popen: subprocess.Popen
     key: str
     log: Path
+    imports: tuple[str, ...] = warm_room.WARM_IMPORTS  # what it imports while it waits
     network: "netns.PrivateNetwork | None" = None  # the private network it waits in, if any
     started_at: float = field(default_factory=time.time)
 
@@ -99,7 +102,7 @@ class Pool:
         self._filling = threading.Lock()  # one refill at a time (it takes _lock inside, never the other way)
         self._idle: list[Warm] = []
         self._active: set[int] = set()  # the launchers of the local runs going now
-        self._wanted: tuple | None = None  # (key, python, env, cwd, count, private) to refill for
+        self._wanted: tuple | None = None  # (key, python, env, cwd, count, private, imports) to refill for
         self._generation = 0  # bumped by stop() and run_started(): a refill begun before adds nothing
         self._last_used = time.monotonic()
         self.refused = ""  # why the pool is not (yet) full, in words
@@ -123,12 +126,13 @@ class Pool:
     def run_ended(self, launcher, launches: list[TaskLaunch], private: bool = False) -> None:
         """A run of this process ended: remember what it launched (if it may start warm), refill when no
         run is active."""
+        imports = warm_room.warm_imports(launches[0].script) if launches else ()  # reads files: not under the lock
         with self._lock:
             self._active.discard(id(launcher))
             if launches:
                 first = launches[0]
                 self._wanted = (key(first.python, first.env), first.python, _base_env(first.env), first.cwd,
-                                len(launches), private)
+                                len(launches), private, imports)
             idle = not self._active
             # Interpreters left in a network a run adopted are the run's no more: end them with it.
             leftovers = [w for w in self._idle if w.network is not None and w.network is self._claimed]
@@ -139,13 +143,14 @@ class Pool:
         if idle and launches:  # (a launcher passes its launches only when it started warm-capable)
             self._refill_soon()
 
-    def prepare(self, python: str, env: dict[str, str], cwd: str, count: int, private: bool) -> None:
+    def prepare(self, python: str, env: dict[str, str], cwd: str, count: int, private: bool,
+                imports: tuple[str, ...] = warm_room.WARM_IMPORTS) -> None:
         """Fill the pool ahead of a first run (e.g. when the extension is loaded), unless a run has
         already said what it wants."""
         with self._lock:
             if self._wanted is not None:
                 return
-            self._wanted = (key(python, env), python, _base_env(env), cwd, count, private)
+            self._wanted = (key(python, env), python, _base_env(env), cwd, count, private, imports)
         self._refill_soon()
 
     def _refill_soon(self) -> None:
@@ -192,9 +197,9 @@ class Pool:
             plan = self._plan()
             if plan is None:
                 return
-            generation, (wanted_key, python, env, cwd, count, private), kept = plan
+            generation, (wanted_key, python, env, cwd, count, private, imports), kept = plan
             network = next((w.network for w in kept if w.network is not None), None)
-            missing, note = self._room(count, kept)
+            missing, note = self._room(count, kept, imports)
             if missing <= 0 or not self._wait_for_quiet(generation, [w.popen.pid for w in kept], note):
                 return
             made = private and network is None
@@ -207,7 +212,8 @@ class Pool:
                     return
             network = network if private else None
             started = [warm for _ in range(missing)
-                       if (warm := self._start(generation, wanted_key, python, env, cwd, network)) is not None]
+                       if (warm := self._start(generation, wanted_key, python, env, cwd, imports, network))
+                       is not None]
             if self._add(generation, started):
                 return
             if made and not started:
@@ -220,9 +226,9 @@ class Pool:
         with self._lock:
             if self._wanted is None or self._active:
                 return None
-            wanted_key, private = self._wanted[0], self._wanted[5]
+            wanted_key, private, imports = self._wanted[0], self._wanted[5], self._wanted[6]
             stale = [w for w in self._idle if w.key != wanted_key or w.popen.poll() is not None
-                     or (w.network is not None) != private]
+                     or (w.network is not None) != private or w.imports != imports]
             self._idle = [w for w in self._idle if w not in stale]
             plan = self._generation, self._wanted, list(self._idle)
         _end_all(stale, keep=next((w.network for w in plan[2] if w.network is not None), None))
@@ -241,10 +247,10 @@ class Pool:
             shutil.rmtree(folder, ignore_errors=True)
         return False
 
-    def _room(self, count: int, kept: list[Warm]) -> tuple[int, str]:
+    def _room(self, count: int, kept: list[Warm], imports: tuple[str, ...]) -> tuple[int, str]:
         """How many interpreters to start, up to `count` within the session's limits (warm_room.cap),
         and what to say when that is fewer than `count`."""
-        room = warm_room.cap(read_limits(), sum(w.pss() for w in kept))
+        room = warm_room.cap(read_limits(), sum(w.pss() for w in kept), imports)
         note = "" if room.count >= count else (
             f"{room.count} of the {count} wanted kept: {room.why}" if room.count else
             f"no warm interpreters kept: {room.why}")
@@ -268,8 +274,9 @@ class Pool:
                 return not busy
             time.sleep(QUIET_RETRY)
 
-    def _start(self, generation: int, wanted_key: str, python: str, env: dict, cwd: str, network=None) -> Warm | None:
-        """One interpreter, importing at nice NICE; None if the pool was stopped or a run began meanwhile."""
+    def _start(self, generation: int, wanted_key: str, python: str, env: dict, cwd: str, imports: tuple[str, ...],
+               network=None) -> Warm | None:
+        """One interpreter, importing `imports` at nice NICE; None if the pool was stopped or a run began meanwhile."""
         with self._lock:
             if self._generation != generation:
                 return None
@@ -277,11 +284,11 @@ class Pool:
                 self._folder = Path(tempfile.mkdtemp(prefix=LOG_FOLDER_PREFIX))
             log = self._folder / f"warm-{time.time_ns()}.log"
         env = {**env, PARENT_PID_ENV: str(os.getpid())}  # its watchdog: it ends when this process does
-        argv = [python, "-u", WARM_SCRIPT, str(NICE)]
+        argv = [python, "-u", WARM_SCRIPT, str(NICE), ",".join(imports)]
         with open(log, "ab") as out:
             popen = subprocess.Popen(network.enter(argv) if network else argv, stdin=subprocess.PIPE, stdout=out,
                                      stderr=subprocess.STDOUT, env=env, cwd=cwd, **_own_group())
-        return Warm(popen, wanted_key, log, network)
+        return Warm(popen, wanted_key, log, imports, network)
 
     def _arm_idle_timer(self) -> None:  # called with _lock held
         if self._timer is not None:
@@ -314,14 +321,15 @@ class Pool:
     def cap_text(self) -> str:
         """The pool's cap and why, in words: the last refill's, else what the session's limits allow now."""
         with self._lock:
-            said = self.cap_reason
-        return said or warm_room.cap(read_limits(), self.memory()).why
+            said, wanted = self.cap_reason, self._wanted
+        imports = wanted[6] if wanted else warm_room.WARM_IMPORTS
+        return said or warm_room.cap(read_limits(), self.memory(), imports).why
 
     def status(self) -> list[dict]:
         with self._lock:
             idle = list(self._idle)
         return [{"pid": w.popen.pid, "ready": w.ready, "age": time.time() - w.started_at, "pss": w.pss(),
-                 "key": w.key} for w in idle]
+                 "key": w.key, "imports": w.imports} for w in idle]
 
 
 def limits_less_the_pool(limits, environ: dict):

@@ -1,18 +1,25 @@
-"""How much warm pool this session has room for, and when: the pool's size from the session's own
-limits (kwnb/machine/limits.py: its cgroup, JupyterHub's MEM_LIMIT/CPU_LIMIT, else the machine's), and
-whether the CPUs are quiet enough to import TensorFlow beside other people's work.
+"""How much warm pool this session has room for, what its interpreters import, and when to fill it:
+the pool's size from the session's own limits (kwnb/machine/limits.py: its cgroup, JupyterHub's
+MEM_LIMIT/CPU_LIMIT, else the machine's), and whether the CPUs are quiet enough to import TensorFlow
+beside other people's work.
 
-- Size: as many as would fit, once each has become a training task, in the memory left under the
-  limit with SPARE_MEMORY to spare; not one per CPU: an idle warm interpreter costs memory, not CPU,
-  and a run's tasks share the session's CPUs whether they start warm or cold. Capped at one per CPU, a
-  2-worker run under a 1-CPU quota (Binder, `cpu_limit = 1`) was at most half warm and started at the
-  speed of its cold task (issue 30). How many the next run needs is the pool's (warm.py).
+- What: the script's own imports, read with `ast` (never run), its local modules' too: TensorFlow
+  (and tf-keras, keras) only for a script that uses it; a script that does not gets bare interpreters
+  (kwnb's bootstrap, about 10 MB each). Issue 38: 33 idle interpreters (1.56 GB) each imported
+  TensorFlow after a 64-task run of a script that never did.
+- Size: the smallest of the run's task count, PER_CPU per CPU (at least MIN_WARM, so that a 2-worker
+  run starts fully warm on one CPU, as on Binder) and what fits, once each has become a task, in the
+  memory left under the limit with SPARE_MEMORY to spare. The CPUs bound it because a run of more
+  tasks than that shares them anyway, while every idle interpreter keeps its memory from the session
+  (the kernel, the painter, on Binder the Jupyter server) for up to 10 minutes. How many the next run
+  needs is the pool's (warm.py).
 - Quiet: other work (everything but the pool itself) uses at most half of the CPUs, both of the
   session's group (when its CPUs are limited and its usage can be read) and of the machine: on a
   shared server, one kernel's refill must not slow another's training.
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import time
@@ -31,6 +38,11 @@ from ..machine.sizes import format_size
 TASK_MEMORY = 730 * 10**6
 LIGHT_TASK_MEMORY = 60 * 10**6
 SPARE_MEMORY = 250 * 10**6  # the kernel's own growth while the next run goes (its dashboard, its reading)
+PER_CPU = 2  # warm interpreters per CPU of the session: 4 on this 2-core machine, 2 on Binder's one
+MIN_WARM = 2  # a 2-worker run (the tutorials', `-n 2`) starts fully warm even on one CPU
+TENSORFLOW = ("tensorflow", "tf_keras", "keras")  # a script importing any of these is a TensorFlow script
+WARM_IMPORTS = ("tensorflow", "tf_keras")  # what a TensorFlow script's warm interpreter imports (as tf.keras may)
+MAX_SCANNED = 50  # local modules read, at most, to find what a script imports (a few ms each)
 BUSY_SHARE = 0.5  # other work above this share of the CPUs: no refill now
 QUIET_WINDOW = 1.0  # seconds over which CPU use is measured
 SAMPLES = 10  # looks at the runnable threads within the window
@@ -42,27 +54,83 @@ class Cap:
     why: str  # in words, for %kw_pool
 
 
-def cap(limits: Limits, pool_memory: int = 0) -> Cap:
-    """The most interpreters the pool may hold now: what fits in memory. `pool_memory`: what its idle
-    interpreters already take, counted in the limit's usage but theirs to use as tasks."""
+def cap(limits: Limits, pool_memory: int = 0, imports: tuple[str, ...] = WARM_IMPORTS) -> Cap:
+    """The most interpreters the pool may hold now: the fewer of PER_CPU per CPU (at least MIN_WARM) and
+    what fits in memory once each has become a task. `pool_memory`: what its idle interpreters already
+    take, counted in the limit's usage but theirs to use as tasks. `imports`: what each imports."""
+    task_memory = TASK_MEMORY if imports else LIGHT_TASK_MEMORY
     room = max(0, limits.memory_available + pool_memory - SPARE_MEMORY)
-    count = room // TASK_MEMORY
-    cpu_words = f"{limits.cpus:g} CPU{'s' if limits.cpus != 1 else ''} ({limits.cpus_source})"
-    memory_words = (f"memory for {count} training task{'s' if count != 1 else ''} of "
-                    f"{format_size(TASK_MEMORY)} ({format_size(room + SPARE_MEMORY)} left of "
-                    f"{format_size(limits.memory)}, {limits.memory_source}, less {format_size(SPARE_MEMORY)} spare)")
-    return Cap(count, f"at most {count}, by the memory: {memory_words}; not by the {cpu_words}: "
-                      "an idle interpreter takes no CPU")
+    by_memory, by_cpus = room // task_memory, max(MIN_WARM, int(PER_CPU * limits.cpus))
+    tasks = f"{'training ' if imports else ''}task{'s' if by_memory != 1 else ''}{'' if imports else ' without TensorFlow'}"
+    memory_words = (f"memory for {by_memory} {tasks} of {format_size(task_memory)} ({format_size(room + SPARE_MEMORY)} "
+                    f"left of {format_size(limits.memory)}, {limits.memory_source}, less {format_size(SPARE_MEMORY)} spare)")
+    cpu_words = (f"{by_cpus} for the {limits.cpus:g} CPU{'s' if limits.cpus != 1 else ''} ({limits.cpus_source}; "
+                 f"{PER_CPU} per CPU, at least {MIN_WARM})")
+    if by_memory <= by_cpus:
+        return Cap(by_memory, f"at most {by_memory}, by the memory: {memory_words}; the CPUs allow {cpu_words}")
+    return Cap(by_cpus, f"at most {by_cpus}, by the CPUs: {cpu_words}; the memory has room for more: {memory_words}")
+
+
+def warm_imports(script: str | None) -> tuple[str, ...]:
+    """What a warm interpreter for `script` imports: WARM_IMPORTS (and keras, if the script uses it) for a
+    script that imports TensorFlow, nothing for one that does not. No script yet (the first cell, not
+    written): a TensorFlow one, as the tutorials'."""
+    if script is None:
+        return WARM_IMPORTS
+    found = script_imports(script)
+    if found is None:  # unreadable or not Python: as the estimate below reads it
+        found = {name for name in TENSORFLOW if re.search(rf"\b{name}\b", _text(script) or "tensorflow")}
+    if not found & set(TENSORFLOW):
+        return ()
+    return WARM_IMPORTS + (("keras",) if "keras" in found else ())
+
+
+def script_imports(script: str) -> set[str] | None:
+    """The top-level names of the modules a script imports (anywhere in it: a function's imports
+    count), and those its local modules (next to it) import in turn; None if it cannot be parsed."""
+    folder, seen, found, queue = Path(script).resolve().parent, set(), set(), [Path(script).resolve()]
+    while queue and len(seen) < MAX_SCANNED:
+        path = queue.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            tree = ast.parse(_text(path), str(path))
+        except (SyntaxError, ValueError, TypeError):  # (TypeError: no text, unreadable)
+            if len(seen) == 1:
+                return None  # the script itself
+            continue
+        dotted = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                dotted |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                dotted |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+        found |= {name.split(".")[0] for name in dotted}
+        queue += [local for name in dotted for local in _local_files(folder, name)]
+    return found
+
+
+def _local_files(folder: Path, dotted: str) -> list[Path]:
+    """The files next to the script that importing `dotted` runs (a.py, a/__init__.py, a/b.py, ...): a
+    local module may import TensorFlow itself."""
+    parts, files = dotted.split("."), []
+    for end in range(1, len(parts) + 1):
+        base = folder.joinpath(*parts[:end])
+        files += [path for path in (base.with_name(base.name + ".py"), base / "__init__.py") if path.is_file()]
+    return files
+
+
+def _text(path) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
 
 
 def run_memory(script: str, count: int) -> int:
     """A rough estimate of what a run of `count` tasks of `script` takes once training."""
-    try:
-        text = Path(script).read_text(errors="replace")
-    except OSError:
-        text = "tensorflow"
-    heavy = re.search(r"\b(tensorflow|keras|tf_keras)\b", text) is not None
-    return count * (TASK_MEMORY if heavy else LIGHT_TASK_MEMORY)
+    return count * (TASK_MEMORY if warm_imports(script) else LIGHT_TASK_MEMORY)
 
 
 def fit_warning(script: str, count: int, pool_memory: int = 0, limits: Limits | None = None) -> str:

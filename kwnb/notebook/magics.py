@@ -234,7 +234,7 @@ class KwnbMagics(Magics):
     @magic_arguments()
     @argument("--stop", action="store_true", help="end every warm interpreter now")
     def kw_pool(self, line):
-        """The warm interpreters (TensorFlow already imported) that the next run of a cell starts in:
+        """The warm interpreters (TensorFlow already imported, for a script that uses it) the next run starts in:
         how many, their memory and age, the pool's cap and why; --stop empties the pool."""
         from ..backends.warm import IDLE_SECONDS, POOL
 
@@ -253,8 +253,8 @@ class KwnbMagics(Magics):
         elif POOL.refused:
             print(f"kwnb: {POOL.refused}")
         for warm in idle:
-            state = "ready" if warm["ready"] else "importing TensorFlow"
-            print(f"pid {warm['pid']:>7}  {state:<20} {format_size(warm['pss']):>9}  {warm['age']:5.0f} s old")
+            state = ("ready, imported " if warm["ready"] else "importing ") + (", ".join(warm["imports"]) or "nothing")
+            print(f"pid {warm['pid']:>7}  {state:<36} {format_size(warm['pss']):>9}  {warm['age']:5.0f} s old")
         if idle:
             print(f"kwnb: {len(idle)} warm, {format_size(sum(w['pss'] for w in idle))} in all (PSS); emptied after "
                   f"{IDLE_SECONDS / 60:.0f} idle minutes and at exit")

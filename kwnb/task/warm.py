@@ -1,13 +1,15 @@
-"""A warm interpreter: TensorFlow already imported, waiting for one task to run (issue 15).
+"""A warm interpreter: what its script needs of TensorFlow already imported, waiting for one task to run
+(issue 15).
 
 Started by the kernel's pool (kwnb/backends/warm.py) after a run ends, with the environment the next
-run's tasks will have, less what differs per task (TF_CONFIG, kwnb's own variables,
-TF_USE_LEGACY_KERAS: TensorFlow reads that one when `tf.keras` is first touched, not at import). It
-imports TensorFlow (and tf-keras), then reads one job from stdin, a JSON line: the task's argv, its
-complete environment, its working directory and its log. It then becomes that task: the environment
-replaced, stdout and stderr on the log, stdin on /dev/null, and the script run by the bootstrap in a
-fresh `__main__`, exactly as a cold start runs it. Used once: TensorFlow keeps state. End of input
-(the pool emptied, the kernel gone) ends it; so does the bootstrap's parent watchdog.
+run's tasks will have, less what differs per task (TF_CONFIG, kwnb's own variables, TF_USE_LEGACY_KERAS:
+TensorFlow reads that one when `tf.keras` is first touched, not at import). It imports what the pool
+names (argv[2], comma-separated: TensorFlow and tf-keras for a script that uses them, nothing for one
+that does not; TensorFlow and tf-keras when not given), then reads one job from stdin, a JSON line: the
+task's argv, its complete environment, its working directory and its log. It then becomes that task: the
+environment replaced, stdout and stderr on the log, stdin on /dev/null, and the script run by the
+bootstrap in a fresh `__main__`, exactly as a cold start runs it. Used once: TensorFlow keeps state. End
+of input (the pool emptied, the kernel gone) ends it; so does the bootstrap's parent watchdog.
 
 The imports run at low priority (argv[1], a niceness: 19 from the pool) in a thread of their own:
 Linux applies niceness per thread, and an unprivileged process cannot raise its priority back, so the
@@ -23,13 +25,13 @@ import threading
 READY = "kwnb-warm: ready"  # written to the pool's log once the imports are done
 
 
-def warm_up(nice: int = 0) -> None:
+def warm_up(nice: int = 0, modules: tuple = ("tensorflow", "tf_keras")) -> None:
     if nice:
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)  # this thread only
         except OSError:
             pass
-    for name in ("tensorflow", "tf_keras"):
+    for name in modules:
         try:
             __import__(name)
         except Exception as error:  # the task will import it itself and say what is wrong
@@ -65,7 +67,8 @@ def main() -> None:
     from kwnb.task import bootstrap
 
     bootstrap.watch_parent()
-    importer = threading.Thread(target=warm_up, args=(int(sys.argv[1]) if len(sys.argv) > 1 else 0,))
+    modules = tuple(filter(None, sys.argv[2].split(","))) if len(sys.argv) > 2 else ("tensorflow", "tf_keras")
+    importer = threading.Thread(target=warm_up, args=(int(sys.argv[1]) if len(sys.argv) > 1 else 0, modules))
     importer.start()
     importer.join()
     line = sys.stdin.readline()

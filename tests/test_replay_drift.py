@@ -83,8 +83,11 @@ def test_kwnb_makes_of_a_replay_what_it_made_of_the_real_run(fresh, replayed):
         assert kinds(replayed[name], with_tasks) == kinds(real[name], with_tasks), (real[name].summary(),
                                                                                     replayed[name].summary())
         assert replayed[name].exit_codes == real[name].exit_codes or name == "raise", name  # raise: kwnb stops the chief
-        first_words = [d.message.split(" (")[0][:60] for d in replayed[name].diagnoses if d.kind != "waiting_for_peers"]
-        said = " ".join(d.message for d in real[name].diagnoses)
+        def plain(message: str) -> str:  # for data, the same words whichever task they name
+            return message if with_tasks else re.sub(r"worker \d+", "worker N", message)
+        first_words = [plain(d.message).split(" (")[0][:60] for d in replayed[name].diagnoses
+                       if d.kind != "waiting_for_peers"]
+        said = " ".join(plain(d.message) for d in real[name].diagnoses)
         assert all(words in said for words in first_words), (first_words, said)
 
 

@@ -85,7 +85,7 @@ def test_the_warm_pool_prepares_a_default_runs_environment(tmp_path, monkeypatch
     monkeypatch.delenv("TMPDIR", raising=False)
     monkeypatch.chdir(tmp_path)
     prepared = []
-    monkeypatch.setattr(POOL, "prepare", lambda python, env, cwd, count, private: prepared.append((python, env, count)))
+    monkeypatch.setattr(POOL, "prepare", lambda python, env, cwd, count, private, **imports: prepared.append((python, env, count)))
     prewarm(2).join(30)
     expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                 "CUDA_VISIBLE_DEVICES": "-1", **threads(2),

@@ -234,7 +234,7 @@ class KwnbMagics(Magics):
     @magic_arguments()
     @argument("--stop", action="store_true", help="end every warm interpreter now")
     def kw_pool(self, line):
-        """The warm interpreters (TensorFlow already imported) that the next run of a cell starts in:
+        """The warm interpreters (TensorFlow already imported, for a script that uses it) the next run starts in:
         how many, their memory and age, the pool's cap and why; --stop empties the pool."""
         from ..backends.warm import IDLE_SECONDS, POOL
 

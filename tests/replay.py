@@ -15,20 +15,16 @@ It lives in tests/: it plays the suite's own captures and serves no user (`kwnb.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import psutil
-
 import kwnb
-from kwnb.backends.base import Launcher, Sample, TaskLaunch, TaskProcess
-from kwnb.backends.local import LocalLauncher
+from kwnb.backends.base import Launcher, TaskLaunch, TaskProcess
+from kwnb.backends.local import LocalLauncher, LocalProcess
 from kwnb.machine.ports import free_ports
 from kwnb.task.tf_config import TaskId
 
@@ -102,36 +98,6 @@ def captured_text(name: str, task: str = "worker-0", into: Path = REPLAYS) -> st
     return "".join(json.loads(line).get("out", "") for line in lines)
 
 
-class ReplayProcess(TaskProcess):
-    """A replayed task: a real process in a group of its own, polled and signalled as the local backend's are."""
-
-    def __init__(self, popen: subprocess.Popen):
-        self.popen, self.pid = popen, popen.pid
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def signal(self, signum: int) -> None:
-        if self.popen.returncode is None:
-            try:
-                os.killpg(self.pid, signum)
-            except ProcessLookupError:
-                pass
-        if signum == signal.SIGKILL:
-            self.popen.wait()
-
-    def sample(self) -> Sample | None:
-        if self.popen.returncode is not None:
-            return None
-        try:
-            process = psutil.Process(self.pid)
-            with process.oneshot():
-                return Sample(rss=process.memory_info().rss, cpu=sum(process.cpu_times()[:2]),
-                              stopped=process.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP))
-        except psutil.Error:
-            return None
-
-
 def _timeline(folder: Path, max_gap: float | None) -> dict[float, float]:
     """Captured time -> replayed time, for every event of the run's tasks together (their order is kept)."""
     times = sorted({0.0} | {json.loads(line)["t"] for recording in folder.glob("*.jsonl")
@@ -181,7 +147,7 @@ class ReplayLauncher(Launcher):
             popen = subprocess.Popen([sys.executable, str(PLAYER), str(played)],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=launch.env,
                                      cwd=launch.cwd, process_group=0)
-        return ReplayProcess(popen)
+        return LocalProcess(popen)  # polled, sampled and signalled as the local backend's tasks are
 
     def finish(self) -> list[str]:
         shutil.rmtree(self.work, ignore_errors=True)

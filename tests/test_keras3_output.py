@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from chunking import random_chunks
+from kwnb.engine.readers import tf_messages as tf
 from kwnb.engine.readers.metrics import MetricsParser
 from kwnb.engine.readers.output import TaskOutput, read_kept
+from kwnb.engine.readers.tf_events import InputExhausted
 
 DATA = Path(__file__).parent / "data" / "keras3"
 BARS = ["tf_verbose1.log", "jax_verbose1.log"]  # verbose=1: a redrawn bar
-CAPTURES = [*BARS, "tf_verbose2.log"]  # verbose=2: one line per epoch
+CAPTURES = [*BARS, "tf_verbose2.log"]  # verbose=2: one line per epoch (tf_ran_out.log: read by its own test)
 STEPS, EPOCHS = 12, 3  # keras3_fit.py: 384 samples in batches of 32, 3 epochs; evaluate: 128 in batches of 32
 BOLD = r"(?:\x1b\[1m)?"  # verbose=1 draws the step count in bold, verbose=2 plainly
 FINAL = re.compile(BOLD + r" ?(\d+)/(\d+)[^\r\n\x08]* - accuracy: ([0-9.]+) - loss: ([0-9.]+)"
@@ -126,3 +128,21 @@ def test_the_screen_shows_keras3_as_a_terminal_does(name, tmp_path):
         assert line.endswith(f" - accuracy: {epoch['accuracy']:.4f} - loss: {epoch['loss']:.4f} - val_accuracy: "
                              f"{epoch['val_accuracy']:.4f} - val_loss: {epoch['val_loss']:.4f}")
     assert bars[EPOCHS].startswith(f"4/4 {bar}") and bars[EPOCHS].endswith(f" - loss: {evaluation['loss']:.4f}")
+
+
+def test_keras3_input_that_ran_out_is_a_step_and_its_bar_is_named():
+    """tf_ran_out.log: fit(epochs=3, steps_per_epoch=10) on 4 batches. Keras 3 warns, into the bar it is drawing,
+    that the input ran out; that line (`4/10 ━━...loss: 0.7759/.../epoch_iterator.py:116: UserWarning: Your input
+    ran out of data`) is a step cut by another line, not the epoch's end, which Keras still draws at 10/10. The
+    warning names the bar's step, as tf-keras' `4/10 [===>...]` does."""
+    text = raw("tf_ran_out.log")
+    cut = re.search(r"\x1b\[1m *(\d+)/10\x1b\[0m[^\r\n\x08]* - accuracy: ([0-9.]+) - loss: ([0-9.]+)/\S+ UserWarning: "
+                    r"Your input ran out of data", text)
+    epoch_lines = re.findall(r"\x1b\[1m10/10\x1b\[0m[^\r\n\x08]* - accuracy: ([0-9.]+) - loss: ([0-9.]+)\n", text)
+    assert cut and len(epoch_lines) == EPOCHS
+    parser = read(text)
+    assert parser.history() == [{"epoch": e, "accuracy": float(acc), "loss": float(loss)}
+                                for e, (acc, loss) in enumerate(epoch_lines)]
+    assert {"epoch": 0, "step": int(cut[1]), "accuracy": float(cut[2]), "loss": float(cut[3])} in parser.steps
+    events = [e for e in tf.scan(text) if isinstance(e, InputExhausted)]
+    assert [(e.source, e.step, e.steps) for e in events] == [("keras", int(cut[1]), 10)]

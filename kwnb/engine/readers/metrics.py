@@ -158,10 +158,11 @@ class MetricsParser:
 
     def _fit_ended(self, match: re.Match) -> bool:
         """Whether an epoch's line is a Keras fit's (so a bar that follows with no `Epoch k/N` is evaluate's): at its
-        last step, after an `Epoch k/N` or drawn as a bar (`[===]`, `━━━`). A loop's own `step 1/40 - loss: 0.69`
-        lines are not: each is read as today, the next replacing it."""
-        steps, rest = match["steps"], match["rest"]
-        keras = self.total_epochs is not None or "━" in rest or "[" in rest
+        last step, after an `Epoch k/N`, or drawn as Keras 3 draws it (`━━━`: a fit of one epoch has no header).
+        A loop's own lines are not (`step 1/40 - loss: 0.69`, or a tf-keras Progbar's per epoch with no header):
+        each is read as before, the next replacing it."""
+        steps = match["steps"]
+        keras = self.total_epochs is not None or "━" in match["rest"]
         return keras and steps.isdigit() and int(match["step"]) == int(steps)
 
     def _learn_summed(self, epoch_values: dict) -> None:

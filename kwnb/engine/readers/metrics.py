@@ -5,9 +5,10 @@ Understands Keras progress bars (`model.fit`, verbose 1 and 2, as tf-keras and K
 the pieces get here, readers/lines.py), the custom-loop tutorial's `Epoch: 0, accuracy: 0.83, train_loss: 0.52.`
 lines, and rows written by `kwnb.report()`. Epochs are numbered from 0, as in Keras's `History.epoch`.
 
-A bar drawn after an epoch's last line and before the next `Epoch k/N` is not training's: `evaluate` (its last
+A bar drawn after a fit's epoch ended and before the next `Epoch k/N` is not training's: `evaluate` (its last
 line's values are kept in `evaluations`) or `predict` (no values). Keras prints `Epoch k/N` before every epoch
-(Keras 3 only when fitting more than one), so those bars neither move the step count nor replace an epoch.
+(Keras 3 only when fitting more than one), so those bars neither move the step count nor replace an epoch. A
+custom loop's own count lines, or a Progbar it draws with no `Epoch k/N`, are read as before (`_fit_ended`).
 """
 from __future__ import annotations
 

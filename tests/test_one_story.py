@@ -126,6 +126,13 @@ def test_an_error_or_a_kill_is_the_root_and_the_lost_peer_its_consequence(tmp_pa
     kill, lost = pass_over(killed)
     assert (kill.kind, lost.kind) == ("killed", "peer_lost") and lost.follows == kill.key
     assert "which was killed by SIGKILL from outside kwnb: a consequence of the killed above" in lost.message
+    # A custom loop whose data ran out on both tasks (OutOfRangeError): the peer that ran out was "crashed" too.
+    exhausted = replay(tmp_path, ("input-exhausted-loop-worker-0.log", 1, 8.0),
+                       ("input-exhausted-loop-worker-1.log", 1, 6.0))
+    ran_out, lost = pass_over(exhausted)
+    assert (ran_out.kind, lost.kind) == ("input_exhausted", "peer_lost") and lost.follows == ran_out.key
+    assert "which ran out of input data: a consequence of the input_exhausted above" in lost.message
+    assert told_crashed([ran_out, lost]) == []
 
 
 def test_the_run_lists_the_root_cause_first_whatever_came_first():
@@ -139,3 +146,8 @@ def test_the_run_lists_the_root_cause_first_whatever_came_first():
     kept, new = diagnose.merge(kept, [linked, root], 5.0)
     assert [(d.kind, d.follows) for d in kept] == [("uneven_steps", ""), ("peer_lost", "uneven_steps@0")]
     assert kept[1].since == 1.0 and "crashed" not in kept[1].message and new == [root]
+    # A consequence of a consequence stays in its story; a finding on its own keeps its place.
+    alone = Diagnosis("nan_loss", 0, "worker 0's loss became NaN")
+    further = Diagnosis("peer_lost", 2, "worker 0 lost its peer worker 2", follows="peer_lost@1")
+    ordered = diagnose.in_story_order([further, alone, kept[1], kept[0]])
+    assert [d.key for d in ordered] == ["nan_loss@0", "uneven_steps@0", "peer_lost@1", "peer_lost@2"]

@@ -75,10 +75,17 @@ def in_story_order(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
     consequence whose root is no longer listed (withdrawn) stands where it came."""
     listed = {d.key for d in diagnoses}
     ordered: list[Diagnosis] = []
-    for root in [d for d in diagnoses if d.follows not in listed]:
-        ordered.append(root)
-        ordered += [d for d in diagnoses if d.follows == root.key and d is not root]
-    return ordered
+
+    def tell(story: Diagnosis) -> None:  # a consequence may have its own (a lost peer of a lost peer)
+        ordered.append(story)
+        for then in diagnoses:
+            if then.follows == story.key and then not in ordered:
+                tell(then)
+
+    for root in diagnoses:
+        if root.follows not in listed and root not in ordered:
+            tell(root)
+    return ordered + [d for d in diagnoses if d not in ordered]  # (a circle of links, which no pass makes)
 
 
 def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) -> list[Diagnosis]:

@@ -218,7 +218,8 @@ def input_exhausted(look: Look) -> Diagnosis | None:
         after = f" after {reached(task)}" if reached(task) else ""  # the last step it printed
         what = (f"{task.id}{also} ran out of input data{after}{line} (tf.data: OutOfRangeError, End of "
                 f"sequence): .repeat() the dataset, or run only as many steps as each task's shard holds")
-    return Diagnosis("input_exhausted", task.position, what, evidence=list(event.lines))
+    return Diagnosis("input_exhausted", task.position, what, evidence=list(event.lines),
+                     ended={t.position: "ran out of input data" for _, t in seen if t.returncode not in (None, 0)})
 
 
 # ----- nan_loss --------------------------------------------------------------------------------------

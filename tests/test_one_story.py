@@ -151,3 +151,15 @@ def test_the_run_lists_the_root_cause_first_whatever_came_first():
     further = Diagnosis("peer_lost", 2, "worker 0 lost its peer worker 2", follows="peer_lost@1")
     ordered = diagnose.in_story_order([further, alone, kept[1], kept[0]])
     assert [d.key for d in ordered] == ["nan_loss@0", "uneven_steps@0", "peer_lost@1", "peer_lost@2"]
+
+
+def test_a_peer_that_failed_before_joining_is_waited_for_as_the_errors_consequence(tmp_path):
+    """Worker 0 waits for worker 1 (the coordination service's "Waiting for 1/2 tasks"), which raised as it made
+    its strategy: the wait is said as the error's consequence, in the error's words, after it."""
+    import dataclasses
+
+    waiter, failed = replay(tmp_path, ("waiting-worker-0.log", None, 15.0), ("collective-ops-late-worker-1.log", 1, 6.0))
+    error, waiting = pass_over((dataclasses.replace(waiter, alive=True), failed))
+    assert (error.kind, waiting.kind, waiting.task) == ("error", "waiting_for_peers", 1), (error, waiting)
+    assert waiting.follows == error.key and waiting.message.endswith(
+        "worker 1 failed with RuntimeError before joining: a consequence of the error above"), waiting.message

@@ -64,7 +64,7 @@ def merge(current: list[Diagnosis], found: list[Diagnosis], now: float,
         elif old.kind not in TRANSIENT or final:
             kept.append(old)
     for diagnosis in found.values():
-        diagnosis.since = now
+        diagnosis.since, diagnosis.ended = now, {}  # (`ended` served its pass: the run keeps the link, `follows`)
         kept.append(diagnosis)
         new.append(diagnosis)
     return in_story_order(kept), new

@@ -34,7 +34,8 @@ class Diagnosis:
     # cause this finding is a consequence of, "" for a root cause or a finding on its own.
     follows: str = kept("")
     # A root cause's account of the tasks' ends it explains, by position: how each ended, in words that follow
-    # "which" ("failed with ValueError"). Read within the pass that found it (Look.explained); not kept.
+    # "which" ("failed with ValueError"). Read within the pass that found it (Look.explained), emptied when the run
+    # takes the finding (diagnose.merge); not kept.
     ended: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __str__(self) -> str:

@@ -90,8 +90,8 @@ def in_story_order(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
 
 def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) -> list[Diagnosis]:
     """What holds now: a function of its inputs only (it reads no file and signals no process). Each kind in
-    the table's order; the kinds asked of each task are asked where the first of them is listed, task by task
-    (a task's findings together, as the run lists them)."""
+    the table's order, the origins first (ASKED); the kinds asked of each task are asked where the first of them
+    is listed, task by task (a task's findings together, as the run lists them); in story order."""
     look = Look(view, now, facts)
     for kinds in ASKED:
         each_task = [kind for kind in kinds if kind.each_task]

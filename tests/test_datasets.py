@@ -18,8 +18,8 @@ SRC = Path(__file__).resolve().parents[2] / "shared/data/mnist"
 needs_src = pytest.mark.skipif(not SRC.is_dir(), reason=f"MNIST source files not found at {SRC}")
 
 
-def check_sample(data, err: str) -> None:
-    """The shape of the shipped sample, and exactly one stderr line announcing it."""
+def check_sample(data, out: str) -> None:
+    """The shape of the shipped sample, and exactly one line announcing it (on stdout: a note, not an error)."""
     (x_train, y_train), (x_test, y_test) = data
     assert x_train.shape == (8000, 28, 28) and x_test.shape == (2000, 28, 28)
     assert y_train.shape == (8000,) and y_test.shape == (2000,)
@@ -28,7 +28,7 @@ def check_sample(data, err: str) -> None:
     assert x_train.max() == 255 and x_train.min() == 0  # raw grey levels, not rescaled
     assert set(np.unique(y_train)) == set(range(10)) == set(np.unique(y_test))
     assert np.bincount(y_test, minlength=10).min() > 150  # stratified, not just present
-    lines = err.splitlines()
+    lines = out.splitlines()
     assert len(lines) == 1 and "offline sample" in lines[0] and "8,000 train" in lines[0]
 
 
@@ -36,7 +36,9 @@ def test_offline_env_returns_sample_without_trying_keras(monkeypatch, capfd):
     monkeypatch.setenv("KWNB_OFFLINE", "1")
     monkeypatch.setattr(mnist, "_keras_load_data", lambda path: pytest.fail("Keras was tried"))
     data = mnist.load_data()
-    check_sample(data, capfd.readouterr().err)
+    said = capfd.readouterr()
+    check_sample(data, said.out)
+    assert said.err == ""
 
 
 def test_failing_keras_loader_falls_back(monkeypatch, capfd):
@@ -52,9 +54,9 @@ def test_failing_keras_loader_falls_back(monkeypatch, capfd):
     monkeypatch.setitem(sys.modules, "tf_keras", fake)
     data = mnist.load_data("custom.npz")
     assert calls == ["custom.npz"]
-    err = capfd.readouterr().err
-    check_sample(data, err)
-    assert "URL fetch failure" in err
+    said = capfd.readouterr()
+    check_sample(data, said.out)
+    assert "URL fetch failure" in said.out and said.err == ""
     assert socket.getdefaulttimeout() is None  # the download timeout did not leak
 
 
@@ -70,9 +72,11 @@ def test_real_keras_download_failure_falls_back(monkeypatch, tmp_path, capfd):
 
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)
     data = mnist.load_data()
-    err = [line for line in capfd.readouterr().err.splitlines() if line.startswith("kwnb:")]
-    check_sample(data, "\n".join(err))
-    assert "Name or service not known" in err[0]
+    said = capfd.readouterr()
+    notes = [line for line in said.out.splitlines() if line.startswith("kwnb:")]
+    check_sample(data, "\n".join(notes))
+    assert "Name or service not known" in notes[0]
+    assert not [line for line in said.err.splitlines() if line.startswith("kwnb:")]
     assert not list(tmp_path.rglob("mnist.npz"))
 
 

@@ -87,3 +87,23 @@ def test_the_keras_lessons_set_up_cell_shows_no_tensorflow_startup_lines(tmp_pat
     notebook = executed(new_notebook(cells=[new_code_cell(set_up.source)]), tmp_path)
     assert tensorflow_startup_lines(notebook) == []
     assert "tf.keras is tf_keras" in "".join(output.get("text", "") for output in notebook.cells[0].outputs)
+
+
+def stderr_lines(cell) -> list[str]:
+    return [line for output in cell.get("outputs", []) if output.get("name") == "stderr"
+            for line in output.text.splitlines()]
+
+
+@pytest.mark.slow
+def test_kwnbs_note_that_mnist_is_the_offline_sample_is_not_red(tmp_path, monkeypatch):
+    """Notebook 01 executed headless showed one red line: kwnb's note that MNIST cannot download and its offline
+    sample is used. A note is not an error: it is the cell's plain output (stdout), and nothing of kwnb's own is
+    on stderr. Its set-up cell, its helper module and the baseline that loads the data, offline."""
+    monkeypatch.setenv("KWNB_OFFLINE", "1")  # the sample whatever ~/.keras holds: the note is then always said
+    lesson = nbformat.read(HELLO.with_name("01_multi_worker_keras.ipynb"), as_version=4)
+    wanted = ("%load_ext kwnb", "%%kw_file mnist_setup.py", "single_worker_dataset =")
+    cells = [new_code_cell(next(cell.source for cell in lesson.cells if mark in cell.source)) for mark in wanted]
+    notebook = executed(new_notebook(cells=cells), tmp_path)
+    shown = "".join(output.get("text", "") for output in notebook.cells[2].outputs if output.get("name") == "stdout")
+    assert "kwnb: MNIST download unavailable (KWNB_OFFLINE=1); using the 10,000-digit offline sample" in shown
+    assert [line for cell in notebook.cells for line in stderr_lines(cell) if "kwnb" in line] == []

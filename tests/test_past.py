@@ -139,7 +139,7 @@ def test_a_result_as_an_earlier_kwnb_wrote_it_reads_back(tmp_path):
     assert (past.status, past.reason, past.elapsed) == ("failed", "worker 0 failed", 10.0)
     assert (shown.id.type, shown.id.index, shown.returncode, shown.peak_rss, shown.gpu) == ("worker", 0, 1, 2048, "")
     assert shown.phases == ((100.0, "starting"),) and shown.progress == (0.5, "epoch 1/2")
-    assert [vars(d) for d in past.diagnoses] == [diagnosis]
+    assert [vars(d) for d in past.diagnoses] == [{**diagnosis, "follows": "", "ended": {}}]  # (added since: defaults)
     assert any(note.startswith("history.json") for note in past.missing), past.missing
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,8 @@ def load_data(path: str = "mnist.npz"):
     x arrays are uint8 of shape (N, 28, 28), y arrays uint8 of shape (N,). Keras's loader
     (its cache in ~/.keras/datasets, else a download) is tried first; if it fails for any
     reason, or ``KWNB_OFFLINE=1`` is set, the shipped sample is returned instead and one
-    line on stderr says so, so nobody mistakes 8,000 training digits for 60,000.
+    line says so, so nobody mistakes 8,000 training digits for 60,000. A note, not an error: on
+    stdout (a task's log, a cell's plain output), never stderr, which a notebook shows in red.
     """
     if os.environ.get("KWNB_OFFLINE") == "1":
         why = "KWNB_OFFLINE=1"
@@ -35,7 +35,7 @@ def load_data(path: str = "mnist.npz"):
             return _keras_load_data(path)
         except Exception as e:  # no network, no TensorFlow, corrupt cache: all end here
             why = " ".join(str(e).split())[:160] or type(e).__name__
-    print(NOTICE.format(why=why), file=sys.stderr)
+    print(NOTICE.format(why=why), flush=True)
     return load_sample()
 
 

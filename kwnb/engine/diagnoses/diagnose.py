@@ -12,6 +12,13 @@ supervisor gathered (ProcessFacts: the stacks of stalled tasks, the OOM killer's
 in the table's order, and returns what holds now; `merge(current, found, now)` is how the run applies it to
 its diagnoses, keeping when each was first seen. A run whose tasks all exit 0 ends with none: a peer that
 finished normally is never "lost".
+
+One story per run: the kinds that can be a root cause (`origin`) are asked first, and each root finding says
+which tasks' ends it explains and how (Diagnosis.ended: an error, a kill, the collective of uneven steps). A
+finding of a kind that can be a consequence (`follows`: a lost peer, a peer that never joined) about such a
+task is worded as that root's consequence by its kind (Look.explained), linked to it here (Diagnosis.follows)
+and listed right after it (`in_story_order`), so the run names the root cause first and never says a task
+"crashed" that another finding says failed because of something else.
 """
 from __future__ import annotations
 
@@ -57,28 +64,57 @@ def merge(current: list[Diagnosis], found: list[Diagnosis], now: float,
         elif old.kind not in TRANSIENT or final:
             kept.append(old)
     for diagnosis in found.values():
-        diagnosis.since = now
+        diagnosis.since, diagnosis.ended = now, {}  # (`ended` served its pass: the run keeps the link, `follows`)
         kept.append(diagnosis)
         new.append(diagnosis)
-    return kept, new
+    return in_story_order(kept), new
+
+
+def in_story_order(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
+    """Root causes (and findings on their own) in the order they came, each followed by its consequences. A
+    consequence whose root is no longer listed (withdrawn) stands where it came."""
+    listed = {d.key for d in diagnoses}
+    ordered: list[Diagnosis] = []
+
+    def tell(story: Diagnosis) -> None:  # a consequence may have its own (a lost peer of a lost peer)
+        ordered.append(story)
+        for then in diagnoses:
+            if then.follows == story.key and then not in ordered:
+                tell(then)
+
+    for root in diagnoses:
+        if root.follows not in listed and root not in ordered:
+            tell(root)
+    return ordered + [d for d in diagnoses if d not in ordered]  # (a circle of links, which no pass makes)
 
 
 def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) -> list[Diagnosis]:
     """What holds now: a function of its inputs only (it reads no file and signals no process). Each kind in
-    the table's order; the kinds asked of each task are asked where the first of them is listed, task by task
-    (a task's findings together, as the run lists them)."""
+    the table's order, the origins first (ASKED); the kinds asked of each task are asked where the first of them
+    is listed, task by task (a task's findings together, as the run lists them); in story order."""
     look = Look(view, now, facts)
-    each_task = [kind for kind in KINDS if kind.each_task]
-    for kind in KINDS:
-        if kind.find is None or kind.each_task and kind is not each_task[0]:
-            continue
-        asked = [each.find(task, look) for task in look.tasks for each in each_task] if kind.each_task else \
-            [kind.find(look)]
-        look.found += [d for one in asked for d in (one if isinstance(one, list) else [one]) if d]
+    for kinds in ASKED:
+        each_task = [kind for kind in kinds if kind.each_task]
+        for kind in kinds:
+            if kind.find is None or kind.each_task and kind is not each_task[0]:
+                continue
+            asked = [each.find(task, look) for task in look.tasks for each in each_task] if kind.each_task else \
+                [kind.find(look)]
+            look.found += [d for one in asked for d in (one if isinstance(one, list) else [one]) if d]
+    _link(look)
     # The ends a restart left behind first, so that a task that ended the same way again is said as that new end
     # (merge: the last finding of a kind and task wins).
     return recovery.after_restarts(look.current, look.tasks, ENDS, view.restart_limit) + \
-        recovery.attempts_of(look.found, look.tasks, ENDS)
+        in_story_order(recovery.attempts_of(look.found, look.tasks, ENDS))
+
+
+def _link(look: Look) -> None:
+    """Each finding of a kind that can be a consequence, about a task whose end a root cause of this pass
+    explains, is linked to that root (its kind worded it so, from the same Look.explained)."""
+    for diagnosis in look.found:
+        root = look.explained(diagnosis.task) if diagnosis.kind in FOLLOWS else None
+        if root is not None and root[0] is not diagnosis:
+            diagnosis.follows = root[0].key
 
 
 def wants_stacks(view: RunView, now: float) -> list[int]:
@@ -147,7 +183,8 @@ def killed(task: TaskView, look: Look) -> Diagnosis | None:
                "smaller batches"
     cause = f"{task.id} was killed by {name} from outside kwnb"
     return Diagnosis("killed", task.position, cause + (f"; {memory}" if memory else "") + hint,
-                     evidence=[f"exit code {code}"] + [memory] * bool(memory), cause=cause)
+                     evidence=[f"exit code {code}"] + [memory] * bool(memory), cause=cause,
+                     ended={task.position: f"was killed by {name} from outside kwnb"})
 
 
 def out_of_memory(task: TaskView, found: OomEvidence) -> Diagnosis:
@@ -160,7 +197,8 @@ def out_of_memory(task: TaskView, found: OomEvidence) -> Diagnosis:
                      f"against a limit of "
                      f"{format_size(found.limit)} ({found.limit_source}). Use less memory per task (smaller batches, "
                      f"fewer workers, data read from files rather than held in memory); `killed` instead would mean "
-                     f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines], cause=cause)
+                     f"a kill from outside", evidence=[f"exit code {task.returncode}", *found.lines], cause=cause,
+                     ended={task.position: "was killed by the kernel's OOM killer"})
 
 
 def error(task: TaskView, look: Look) -> Diagnosis | None:
@@ -181,7 +219,7 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
     fix = known_errors.explain(traceback.short_type, traceback.message or "")
     cause = f"{task.id} failed with {traceback.short_type}{message}{where}"
     return Diagnosis("error", task.position, cause + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]),
-                     cause=cause)
+                     cause=cause, ended={task.position: f"failed with {traceback.short_type}"})
 
 
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # tf.keras is tf-keras only where it is one of TensorFlow's true words
@@ -200,7 +238,8 @@ def keras3(task: TaskView, look: Look) -> Diagnosis | None:
                f"(kwnb sets {LEGACY_KERAS}=1, which makes tf.keras tf-keras)")
     else:
         fix = f"use tf.keras instead of `import keras` (kwnb sets {LEGACY_KERAS}=1 for tf-keras)"
-    return Diagnosis("keras3", task.position, f"{said}: {fix}", evidence=list(task.signals.keras3[1].lines))
+    return Diagnosis("keras3", task.position, f"{said}: {fix}", evidence=list(task.signals.keras3[1].lines),
+                     ended={task.position: "failed under Keras 3"})
 
 
 def tf_config_overridden(task: TaskView, look: Look) -> Diagnosis | None:
@@ -250,7 +289,8 @@ def stalled(view: RunView, now: float, dumps: dict[int, str]) -> Diagnosis:
                          f"{', '.join(map(str, waiting))} wait{'s' * (len(waiting) == 1)} for it in a collective; "
                          f"{silent} {stacks}", evidence=evidence)
     if dumps and not blocked:  # every live task waits inside TensorFlow: for a peer that left, or another collective
-        hang = training.collective_hang(list(tasks), dumps, view.user_files, f"({where}); {silent}", evidence)
+        hang = training.collective_hang(list(tasks), dumps, view.user_files, f"({where}); {silent}", evidence,
+                                        training.steps_advice(view.hand_sharding))
         if hang:
             return hang
     return Diagnosis("stalled", None, f"{silent}: {where} {stacks}", evidence=evidence)
@@ -272,7 +312,9 @@ class Kind:
     them or None; None for `find`: another kind's function makes it (named in the comment). `origin`: it says
     where a failure started, for the run's reason (the earliest wins). `transient`: it describes a moment and
     is withdrawn when that passes; the others describe an event and stay. `ends`: it says how one attempt of a
-    task ended, which a restart may recover from (engine/diagnoses/recovery.py)."""
+    task ended, which a restart may recover from (engine/diagnoses/recovery.py). `follows`: a finding of it about a
+    task whose end a root cause explains (Look.explained) is that root's consequence: worded so, linked to it and
+    listed after it. The origins are asked first, so that the others find them (the module's docstring)."""
 
     name: str
     find: Callable | None
@@ -280,12 +322,14 @@ class Kind:
     transient: bool = False
     ends: bool = False
     each_task: bool = False
+    follows: bool = False
 
 
-# In the order a pass asks them: stall last (it reads what this pass found); its docs row in docs/diagnoses.md.
+# In the order a pass asks them, the origins first (ASKED): stall last (it reads what this pass found); its docs
+# row in docs/diagnoses.md.
 KINDS = (
-    Kind("waiting_for_peers", waiting_for_peers, transient=True),
-    Kind("peer_lost", peer_lost, ends=True),
+    Kind("waiting_for_peers", waiting_for_peers, transient=True, follows=True),
+    Kind("peer_lost", peer_lost, ends=True, follows=True),
     Kind("uneven_steps", training.uneven_steps, origin=True),  # and stalled's, as a stall (training.collective_hang)
     Kind("input_exhausted", training.input_exhausted, origin=True),
     Kind("nan_loss", training.nan_loss),
@@ -300,5 +344,8 @@ KINDS = (
     Kind("stalled", stall, transient=True),
 )
 ORIGINS = tuple(kind.name for kind in KINDS if kind.origin)
+FOLLOWS = tuple(kind.name for kind in KINDS if kind.follows)
+# The order a pass asks them: the root causes first, then the rest, each in the table's order.
+ASKED = (tuple(kind for kind in KINDS if kind.origin), tuple(kind for kind in KINDS if not kind.origin))
 TRANSIENT = tuple(kind.name for kind in KINDS if kind.transient)
 ENDS = tuple(kind.name for kind in KINDS if kind.ends)

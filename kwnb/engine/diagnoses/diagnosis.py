@@ -30,14 +30,26 @@ class Diagnosis:
     cause: str = kept("")
     attempt: int = kept(0)
     recovered: bool = kept(False)
+    # One story per run (engine/diagnoses/diagnose.py: the pass links and orders them): the `key` of the root
+    # cause this finding is a consequence of, "" for a root cause or a finding on its own.
+    follows: str = kept("")
+    # A root cause's account of the tasks' ends it explains, by position: how each ended, in words that follow
+    # "which" ("failed with ValueError"). Read within the pass that found it (Look.explained), emptied when the run
+    # takes the finding (diagnose.merge); not kept.
+    ended: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.message
 
+    @property
+    def key(self) -> str:
+        """What names this finding in its run ("error@1", "stalled"): a run has one of each kind per task."""
+        return self.kind if self.task is None else f"{self.kind}@{self.task}"
+
     def take_words(self, found: "Diagnosis") -> None:
         """A standing diagnosis found again: it keeps its `since` and takes the new finding's words."""
         self.message, self.evidence, self.cause = found.message, found.evidence, found.cause
-        self.attempt, self.recovered = found.attempt, found.recovered
+        self.attempt, self.recovered, self.follows = found.attempt, found.recovered, found.follows
 
     def copy(self) -> "Diagnosis":
         """The supervisor updates a standing diagnosis's message in place: a reader gets its own copy."""
@@ -57,6 +69,7 @@ class RunView:
     diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
     env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
     restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0
+    hand_sharding: tuple = ()  # where the job's files shard a dataset after batching it (engine/readers/program.py)
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,14 @@ class Look:
     def current(self) -> list[Diagnosis]:
         """The run's diagnoses before this pass (copies): a kind said once keeps its first task and words."""
         return list(self.view.diagnoses)
+
+    def explained(self, position: int | None) -> tuple[Diagnosis, str] | None:
+        """The root cause found so far in this pass that explains how the task at `position` ended, with its
+        words for that end ("failed in that collective"); the pass asks the root causes' kinds first."""
+        for diagnosis in self.found:
+            if position in diagnosis.ended:
+                return diagnosis, diagnosis.ended[position]
+        return None
 
     @property
     def members(self) -> list[TaskView]:

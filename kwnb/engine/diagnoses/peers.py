@@ -1,5 +1,7 @@
 """The kinds about a task's peers: `waiting_for_peers` (a join that takes long, and who it waits for) and
-`peer_lost` (a peer that ended or stopped answering, told on that peer, with how it went)."""
+`peer_lost` (a peer that ended or stopped answering, told on that peer, with how it went). Both can be a
+consequence: where a root cause of the same pass says how the peer ended (Look.explained), they say it in
+those words, as its consequence (engine/diagnoses/diagnose.py links them)."""
 from __future__ import annotations
 
 import functools
@@ -35,7 +37,8 @@ def waiting_for_peers(look: Look) -> list[Diagnosis]:
     evidence = list(waiter.signals.waiting.lines) if waiter.signals.waiting else []
     return [Diagnosis("waiting_for_peers", straggler.position,
                       f"{waiter.id} has waited {now - since:.0f} s for {straggler.id} to join; {straggler.id} "
-                      f"{_state(straggler, now)}", evidence=evidence) for straggler in stragglers]
+                      f"{_state(straggler, now, look.explained(straggler.position))}", evidence=evidence)
+            for straggler in stragglers]
 
 
 def _waiting_since(task: TaskView) -> float | None:
@@ -47,7 +50,9 @@ def _waiting_since(task: TaskView) -> float | None:
     return None
 
 
-def _state(task: TaskView, now: float) -> str:
+def _state(task: TaskView, now: float, root: tuple[Diagnosis, str] | None = None) -> str:
+    if root is not None:  # a root cause of this pass says how it ended
+        return f"{root[1]} before joining: a consequence of the {root[0].kind} above"
     if task.returncode is not None:
         return f"{_ended(task)} before joining: see %kw_logs {task.name}"
     if task.status == "pending":
@@ -69,12 +74,15 @@ def peer_lost(look: Look) -> list[Diagnosis]:
                 if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
                     continue  # it may be exiting normally right now
                 oom_killed = peer.returncode == -9 and oom_found.get(peer.position)
-                how = "was killed by the kernel's OOM killer" if oom_killed else \
+                root = look.explained(peer.position)  # the root cause of its end, found first in this pass
+                how = root[1] if root else \
+                    "was killed by the kernel's OOM killer" if oom_killed else \
                     _ended(peer) if peer.returncode is not None else \
                     "is stopped (SIGSTOP): it sends no heartbeats" if peer.signals.stopped else \
                     "still runs but stopped answering (overloaded, or its network is down)"
                 cause = f"{reporter.id} lost its peer {peer.id}, which {how}"
-                lost[peer.position] = Diagnosis("peer_lost", peer.position, f"{cause}; the others cannot go on "
+                then = f": a consequence of the {root[0].kind} above, not a cause of its own; " if root else "; "
+                lost[peer.position] = Diagnosis("peer_lost", peer.position, f"{cause}{then}the others cannot go on "
                                                 f"without it", evidence=list(report.lines), cause=cause)
     return list(lost.values())
 

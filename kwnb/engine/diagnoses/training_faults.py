@@ -52,12 +52,30 @@ def _at(task: TaskView) -> str:
 def uneven_steps(look: Look) -> list[Diagnosis]:
     """A task finished its loop (exit 0) while a peer still trained, and the peer then failed in a collective;
     or tasks met in one collective with different shapes (they took different code paths). Among the tasks
-    that train together (a sidecar evaluator never joins); a stall's form is collective_hang's."""
-    tasks = look.members
-    return [d for d in (_finished_early(tasks), _mismatch(tasks, look.current, look.now)) if d]
+    that train together (a sidecar evaluator never joins); a stall's form is collective_hang's. A root cause:
+    each says how the tasks that failed in the collective ended (`ended`), for the peers' findings."""
+    tasks, advice = look.members, steps_advice(look.view.hand_sharding)
+    return [d for d in (_finished_early(tasks, advice), _mismatch(tasks, look.current, look.now, advice)) if d]
 
 
-def _finished_early(tasks: list[TaskView]) -> Diagnosis | None:
+def steps_advice(hand_sharding: tuple) -> str:
+    """What to do about tasks that ran different numbers of steps: what the script did, where kwnb read it
+    (engine/readers/program.py: a dataset sharded by hand after batching), else the general rule."""
+    if not hand_sharding:
+        return SAME_STEPS
+    place = hand_sharding[0]
+    if place.auto_shard_off:
+        return (f"the script shards its dataset by hand after batching ({place.where}): whole batches are dealt out "
+                f"to the tasks, and when they do not divide evenly the tasks get different numbers of steps. Shard "
+                f"before .batch, or repeat() the dataset and give every task the same steps_per_epoch")
+    return (f"the script shards its dataset by hand after batching ({place.where}), and MultiWorkerMirroredStrategy "
+            f"shards it again (its auto-sharding): whole batches are dealt out to the tasks, and when they do not "
+            f"divide evenly the tasks get different numbers of steps. Leave the sharding to the strategy (delete the "
+            f".shard call), or shard before .batch and turn auto-sharding off (options.experimental_distribute."
+            f"auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF)")
+
+
+def _finished_early(tasks: list[TaskView], advice: str = SAME_STEPS) -> Diagnosis | None:
     finished = [t for t in tasks if t.returncode == 0 and t.ended_at is not None]
     if not finished:
         return None
@@ -80,8 +98,10 @@ def _finished_early(tasks: list[TaskView]) -> Diagnosis | None:
                 peer_place = f" (it had reached {reached(peer)})" if reached(peer) else ""
                 message = (f"{early.id} finished its training loop and exited normally{_at(early)} while {peer.id} "
                            f"was still training{peer_place}; {peer.id} then failed waiting for it in a collective"
-                           f"{at_line} {crash}: {SAME_STEPS}")
-            return Diagnosis("uneven_steps", early.position, message, evidence=failed)
+                           f"{at_line} {crash}: {advice}")
+            return Diagnosis("uneven_steps", early.position, message, evidence=failed,
+                             ended={peer.position: f"failed waiting in a collective for {early.id}, which had "
+                                                   f"finished and exited normally"})
     return None
 
 
@@ -113,7 +133,8 @@ def _names(report, task: TaskView) -> bool:
     return report.task == (task.task_type, task.index) or report.task is None
 
 
-def _mismatch(tasks: list[TaskView], current: list[Diagnosis], now: float) -> Diagnosis | None:
+def _mismatch(tasks: list[TaskView], current: list[Diagnosis], now: float, advice: str = SAME_STEPS
+              ) -> Diagnosis | None:
     """TensorFlow's "Shape mismatch in the collective instance": the same line everywhere means the tasks ran
     different numbers of steps (fit with different steps_per_epoch); different lines, different code paths."""
     seen = [(t.signals.mismatch[0], t) for t in tasks if t.signals.mismatch is not None]
@@ -133,8 +154,10 @@ def _mismatch(tasks: list[TaskView], current: list[Diagnosis], now: float) -> Di
         places = "; ".join(f"{tasks[p].id} in {frame}" for p, frame in sorted(frames.items()))
         message = f"the tasks took different code paths ({places}): {said}. {SAME_COLLECTIVES}"
     else:
-        named, message = _same_line(tasks, told, said)
-    return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines))
+        named, message = _same_line(tasks, told, said, advice)
+    return Diagnosis("uneven_steps", named.position, message, evidence=list(event.lines),
+                     ended={t.position: "failed in the collective the tasks met with different tensors"
+                            for _, t in seen})
 
 
 def _places(tasks: list[TaskView]) -> str:
@@ -142,7 +165,8 @@ def _places(tasks: list[TaskView]) -> str:
     return "; ".join(f"{t.id} at {reached(t)}" for t in tasks if reached(t)) or "see each task's log"
 
 
-def _same_line(tasks: list[TaskView], told: int | None, said: str) -> tuple[TaskView, str]:
+def _same_line(tasks: list[TaskView], told: int | None, said: str, advice: str = SAME_STEPS
+               ) -> tuple[TaskView, str]:
     """Both tasks failed in the same call (fit): different step counts, or, where every task planned the same
     steps, a collective inside fit that only some ran (a callback given to the chief alone)."""
     plans = [(t.steps_per_epoch, t.total_epochs) for t in tasks]
@@ -167,7 +191,7 @@ def _same_line(tasks: list[TaskView], told: int | None, said: str) -> tuple[Task
     else:
         places = _places(tasks)
     return tasks[told] if told is not None else fewest, \
-        f"the tasks ran different numbers of steps ({places}): {said}; {SAME_STEPS}"
+        f"the tasks ran different numbers of steps ({places}): {said}; {advice}"
 
 
 # ----- input_exhausted -------------------------------------------------------------------------------
@@ -194,7 +218,8 @@ def input_exhausted(look: Look) -> Diagnosis | None:
         after = f" after {reached(task)}" if reached(task) else ""  # the last step it printed
         what = (f"{task.id}{also} ran out of input data{after}{line} (tf.data: OutOfRangeError, End of "
                 f"sequence): .repeat() the dataset, or run only as many steps as each task's shard holds")
-    return Diagnosis("input_exhausted", task.position, what, evidence=list(event.lines))
+    return Diagnosis("input_exhausted", task.position, what, evidence=list(event.lines),
+                     ended={t.position: "ran out of input data" for _, t in seen if t.returncode not in (None, 0)})
 
 
 # ----- nan_loss --------------------------------------------------------------------------------------
@@ -238,7 +263,7 @@ def culprits(dumps: dict[int, str]) -> list[int]:
 
 
 def collective_hang(tasks: list[TaskView], dumps: dict[int, str], user_files: tuple, waited: str,
-                    evidence: list) -> Diagnosis | None:
+                    evidence: list, advice: str = SAME_STEPS) -> Diagnosis | None:
     """A stall where every live task waits inside TensorFlow: for a peer that exited normally (it ran fewer steps,
     or the others ran a collective after training it never ran), or in different collectives at different lines
     of the user's code (they took different code paths: where a chief-only collective hangs rather than failing
@@ -257,7 +282,7 @@ def collective_hang(tasks: list[TaskView], dumps: dict[int, str], user_files: tu
                              f"code paths after training. {SAME_AFTER}", evidence=evidence)
         return Diagnosis("uneven_steps", early.position,
                          f"{early.id} finished its training loop and exited normally while the others still wait "
-                         f"for it in a collective {waited}: {SAME_STEPS}", evidence=evidence)
+                         f"for it in a collective {waited}: {advice}", evidence=evidence)
     lines = {p: stack_dumps.user_frame(stack_dumps.main_thread(stack_dumps.threads(text)) or [], user_files)
              for p, text in dumps.items()}
     if len(dumps) > 1 and None not in lines.values() and len(set(lines.values())) > 1:

@@ -36,6 +36,7 @@ from .after_end import AfterEnd
 from .log import LOG_NAME, for_run
 from ...machine.task_env import TaskFacts, plan_gpus, task_environment
 from .inputs import check_script, find_python
+from ..readers import program
 from ..readers.metrics import unsummed_note
 from ..readers.tensorboard import TensorBoardScalars
 from ..tasks.status import Status
@@ -116,9 +117,12 @@ class RunEngine:
         """What ran, even if the cells change later: the script and the job's helper modules, copied."""
         kept = [Path(f).resolve() for f in files]
         self.user_files = (str(self.script), *map(str, kept))  # fixed: whose frames a diagnosis names
+        self.hand_sharding: tuple = ()  # fixed: where those files shard a dataset after batching it
         for path in [self.script, *kept]:
             if path.is_file():
                 shutil.copy2(path, self.dir / path.name)
+                if path.suffix == ".py":
+                    self.hand_sharding += program.hand_sharding(str(path), _text(self.dir / path.name))
         return kept
 
     def _make_tasks(self, keep_lines: int, outputs: tuple) -> list[Task]:
@@ -351,3 +355,11 @@ def guarded(engine: RunEngine, what: str, step: Callable, *args):
     except Exception as error:
         engine.log.error("%s failed", what, exc_info=error)
         engine.say(note=f"{what} failed: {error}")
+
+
+def _text(path: Path) -> str:
+    """A job file's source as the run's folder keeps it ("" where it cannot be read: then nothing is found)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

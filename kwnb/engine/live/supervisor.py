@@ -108,7 +108,8 @@ class Supervisor:
                        user_files=engine.user_files,
                        stall_after=settings.stall_after, diagnoses=tuple(d.copy() for d in engine.diagnoses),
                        env=dict(engine.user_env),
-                       restart_limit=settings.max_restarts if settings.on_failure == "restart" else 0)
+                       restart_limit=settings.max_restarts if settings.on_failure == "restart" else 0,
+                       hand_sharding=engine.hand_sharding)
 
     def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:
         """What a pass needs from the processes, gathered outside the state lock: the OOM killer's evidence

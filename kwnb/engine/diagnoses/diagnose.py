@@ -176,10 +176,12 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
         return None  # printed, maybe handled: an error only once the task fails with it
     if traceback.short_type in CONSEQUENCES and task.signals.peer_reports:
         return None  # it failed because a peer was lost: peer_lost says which
-    where = f" ({traceback.where})" if traceback.where else ""
-    message = f": {traceback.message}" if traceback.message else ""
-    fix = known_errors.explain(traceback.short_type, traceback.message or "")
-    cause = f"{task.id} failed with {traceback.short_type}{message}{where}"
+    # A tf.function's error is told as it raised it, where it raised it, not as TensorFlow's wrapper's first line.
+    short_type, said, frame = traceback.error
+    where = f" ({frame})" if frame else ""
+    message = f": {known_errors.shortened(said)}" if said else ""
+    fix = known_errors.explain(short_type, said or "")
+    cause = f"{task.id} failed with {short_type}{message}{where}"
     return Diagnosis("error", task.position, cause + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]),
                      cause=cause)
 

@@ -175,6 +175,7 @@ SCENARIOS: dict[str, tuple[str, str, dict]] = {
     "tf-function-raise": ("tf_function_errors.py", "raise", {}),
     "tf-function-layer": ("tf_function_errors.py", "layer", {}),
     "tf-function-assert": ("tf_function_errors.py", "assert", {}),
+    "same-path-savedmodel": ("same_path_save.py", "savedmodel", {}),  # a failing try (capture_same_path.py)
 }
 
 

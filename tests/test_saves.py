@@ -2,7 +2,7 @@
 chief to the real path and each other worker to a temporary one; given one path, their saves collide at random.
 kwnb says so, with the path and the fix: read from real captured logs of both failure shapes (tests/data/tf-2.21/
 same-path-*, tests/data/replays/same-path-savedmodel), and, where nothing failed, from the script's literal save
-path and the file written there, on real runs (tests/scripts/same_path_save.py)."""
+path and the file written there, on real runs (tests/scripts/same_path_checkpoint.py, same_path_save.py right)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,6 +17,7 @@ from kwnb.engine.readers.tf_messages import scan
 TESTS = Path(__file__).parent
 SCRIPT = TESTS / "scripts" / "same_path_save.py"
 SAVE_LINE = 1 + SCRIPT.read_text().splitlines().index('    model.save("saved_model")')
+CHECKPOINT = TESTS / "scripts" / "same_path_checkpoint.py"
 DATA = TESTS / "data" / "tf-2.21"
 
 
@@ -42,10 +43,11 @@ def test_other_errors_are_no_collision():
         assert traceback is None or saves.collided_path(traceback) is None, log
 
 
-def test_the_scripts_literal_save_paths_are_found_unless_a_task_dependent_if_guards_them(tmp_path):
-    assert [(s.path, s.call) for s in saves.literal_saves(SCRIPT)] == [
-        ("saved_model", "model.save"), ("ckpt", "tf.train.CheckpointManager"), ("weights/ckpt", "model.save_weights")]
-    assert saves.literal_saves(SCRIPT)[0].line == SAVE_LINE
+def test_the_scripts_literal_save_paths_are_found_unless_a_condition_guards_them(tmp_path):
+    lines = CHECKPOINT.read_text().splitlines()
+    line = 1 + next(i for i, text in enumerate(lines) if "CheckpointManager(" in text)
+    assert saves.literal_saves(CHECKPOINT) == (saves.SaveCall("ckpt", line, "tf.train.CheckpointManager"),)
+    assert saves.literal_saves(SCRIPT) == ()  # each save under `if how == ...`: a mode the run may not take
     guarded = tmp_path / "guarded.py"
     guarded.write_text('''
 SAVED = "exported"
@@ -54,8 +56,14 @@ if index == 0:
 model.save("a.keras" if is_chief else "tmp/a.keras")
 model.save(write_path("b.keras", resolver))
 tf.saved_model.save(model, SAVED)
+def main():
+    model.save_weights(filepath="weights/ckpt")
+if __name__ == "__main__":
+    main()
+    model.save("model.keras")
 ''')
-    assert [(s.path, s.line) for s in saves.literal_saves(guarded)] == [("exported", 7)]
+    assert [(s.path, s.line) for s in saves.literal_saves(guarded)] == [
+        ("exported", 7), ("weights/ckpt", 9), ("model.keras", 12)]
     broken = tmp_path / "broken.py"
     broken.write_text("model.save('x'\n")
     assert saves.literal_saves(broken) == () and saves.literal_saves(tmp_path / "missing.py") == ()
@@ -86,8 +94,8 @@ def test_a_collided_save_is_told_with_its_path_and_fix_not_as_a_raw_error(replay
     assert run.reason.startswith(told[0].cause[:40]), run.reason
 
 
-def _launch(tmp_path, how):
-    return kwnb.launch(SCRIPT, n=2, args=how, name=f"same-path-{how}", runs_dir=tmp_path / "runs", cwd=tmp_path)
+def _launch(tmp_path, script, args=""):
+    return kwnb.launch(script, n=2, args=args, name=script.stem, runs_dir=tmp_path / "runs", cwd=tmp_path)
 
 
 @pytest.mark.slow
@@ -97,14 +105,14 @@ def test_every_worker_saving_to_one_path_is_told_whether_or_not_it_failed_and_th
     the files of one task are left), and the tutorial's way (the chief's path, a temporary folder for the other)."""
     (tmp_path / "wrong").mkdir()
     (tmp_path / "right").mkdir()
-    wrong, right = _launch(tmp_path / "wrong", "checkpoint"), _launch(tmp_path / "right", "right")
+    wrong, right = _launch(tmp_path / "wrong", CHECKPOINT), _launch(tmp_path / "right", SCRIPT, "right")
     right.wait(600)
     wrong.wait(600)
     told = [d for d in wrong.diagnoses if d.kind == "same_save_path"]
     assert told, wrong.summary()
     said = told[0].message
     if wrong.exit_codes == [0, 0]:  # nothing failed: known from the script's path and the files written there
-        assert said.startswith("worker 0 and worker 1 all saved to ckpt (same_path_save.py line "), said
+        assert said.startswith("worker 0 and worker 1 all saved to ckpt (same_path_checkpoint.py line "), said
         assert told[0].task is None and "got through" in said
     assert "ckpt" in said and "workertemp_<task index>/ckpt" in said, said
     assert right.exit_codes == [0, 0] and right.diagnoses == [], right.summary()

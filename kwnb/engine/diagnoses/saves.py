@@ -34,9 +34,6 @@ from .diagnosis import Diagnosis, Look
 MERGE_OP = "MergeV2Checkpoints"
 # The path a save was given, before the temporary shard's part: a SavedModel's folder, or a checkpoint's prefix.
 _SHARD = re.compile(r"""(?P<path>[^\s'"]+?)(?:/variables/variables_temp|_temp)/part-\d+-of-\d+""")
-# Words in an `if` test that asks which task this is (`if is_chief:`, `if task_id == 0:`): a save under it is not
-# every task's (a chief-only save is uneven_steps' mistake, not this one).
-WHICH_TASK = ("chief", "task", "index", "rank", "worker", "type")
 FILES_LOOKED_AT = 1000  # of a saved folder, for the newest one's time: a model's folder holds a dozen
 SAVE_METHODS = ("save", "save_weights")  # model.save(PATH), model.save_weights(PATH), checkpoint.save(PREFIX)
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras#model_saving_and_loading"
@@ -118,8 +115,10 @@ class SaveCall:
 
 
 def literal_saves(script: os.PathLike | str) -> tuple[SaveCall, ...]:
-    """The script's saves to a literal path (or a module-level name bound once to one) under no `if` that asks
-    which task runs it; () for a script that cannot be read or parsed. Read once, when the run is made."""
+    """The script's saves to a literal path (or a module-level name bound once to one) that every task makes:
+    under no `if` (but `if __name__ == "__main__":`) or loop condition, since a branch may be one task's (`if
+    is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a script that
+    cannot be read or parsed. Read once, when the run is made."""
     try:
         tree = ast.parse(Path(script).read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError):
@@ -136,18 +135,16 @@ def literal_saves(script: os.PathLike | str) -> tuple[SaveCall, ...]:
 
 
 def _walk(node: ast.AST, guarded: bool):
-    """Every node with whether an `if` (or `x if c else y`) asking which task this is encloses it."""
+    """Every node with whether a condition encloses it (`if`, `x if c else y`, `while`, but `__name__`'s test)."""
     for child in ast.iter_child_nodes(node):
-        inside = guarded or isinstance(child, (ast.If, ast.IfExp, ast.While)) and _asks_which_task(child.test)
+        inside = guarded or isinstance(child, (ast.If, ast.IfExp, ast.While)) and not _is_main(child.test)
         yield child, inside
         yield from _walk(child, inside)
 
 
-def _asks_which_task(test: ast.AST) -> bool:
-    words = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)] + \
-        [n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)] + \
-        [n.value for n in ast.walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    return any(word in name.lower() for name in words for word in WHICH_TASK)
+def _is_main(test: ast.AST) -> bool:
+    """`__name__ == "__main__"`: every task runs the script as its main module."""
+    return "__name__" in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
 
 
 def _save_argument(call: ast.Call) -> tuple[str, ast.AST | None]:

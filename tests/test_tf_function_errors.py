@@ -125,4 +125,5 @@ def test_a_keras_layers_header_is_passed_over_for_the_line_that_says_what_went_w
                "\n    \n    " + text[start + len("    ValueError: "):end] + "\n    \n    Call arguments received by "
                "layer 'sequential' (type Sequential):\n      \u2022 inputs=tf.Tensor(shape=(None, 4), dtype=float32)\n")
     (traceback,) = tracebacks(wrapped)
-    assert traceback.error[:2] == ("ValueError", text[start + len("    ValueError: "):end]) and own in traceback.error[1]
+    said = text[start + len("    ValueError: "):end]
+    assert traceback.error[:2] == ("ValueError", said) and own in said

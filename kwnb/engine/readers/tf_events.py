@@ -80,7 +80,7 @@ class Raised:
     it): in the function's Python code as it was traced (`ValueError: in user code:`), or by an op of its graph
     as it ran (`InvalidArgumentError: Graph execution error:`)."""
     exc_type: str  # the raised error's type ("ValueError"); an op's error keeps the traceback's
-    message: str  # its first line that says what went wrong (Keras's "Exception encountered when calling layer" skipped)
+    message: str  # its first line saying what went wrong (Keras's "Exception encountered when calling layer" skipped)
     frames: tuple[Frame, ...]  # inside the function: autograph's frames, or where the failing op was defined
     user_frame: Frame | None = None  # the innermost of them in the user's files
 

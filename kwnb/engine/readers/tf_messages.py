@@ -166,7 +166,7 @@ class TfLogScanner:
             return []
         if self._tb is None and self._list is None and self._wrapped is None and \
                 not any(marker in body for marker in MARKERS):
-            return []  # (an open traceback, list or wrapped error ends at a later line, so it is read whatever it holds)
+            return []  # (an open traceback, list or wrapped error ends at a later line: read whatever it holds)
         return self._lines(body)
 
     def _lines(self, body: str) -> list[Event]:

@@ -112,7 +112,7 @@ def test_every_worker_saving_to_one_path_is_told_whether_or_not_it_failed_and_th
     assert told, wrong.summary()
     said = told[0].message
     if wrong.exit_codes == [0, 0]:  # nothing failed: known from the script's path and the files written there
-        assert said.startswith("worker 0 and worker 1 all saved to ckpt (same_path_checkpoint.py line "), said
+        assert said.startswith("worker 0 and worker 1 both saved to ckpt (same_path_checkpoint.py line "), said
         assert told[0].task is None and "got through" in said
     assert "ckpt" in said and "workertemp_<task index>/ckpt" in said, said
     assert right.exit_codes == [0, 0] and right.diagnoses == [], right.summary()

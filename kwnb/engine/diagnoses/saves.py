@@ -90,7 +90,7 @@ def _saved_alike(look: Look) -> list[Diagnosis]:
     tasks = " and ".join([", ".join(str(t.id) for t in members[:-1]), str(members[-1].id)])
     return [Diagnosis(
         "same_save_path", None,
-        f"{tasks} all saved to {save.path} ({look.view.script} line {save.line}, {save.call}): their files went to "
+        f"{tasks} {'both' if len(members) == 2 else 'all'} saved to {save.path} ({look.view.script} line {save.line}, {save.call}): their files went to "
         f"the same place, so {save.path} holds whichever task's writes came last; this run got through, but such "
         f"saves fail at random ({MERGE_OP} finding its temporary files gone). {fix(save.path)}",
         evidence=[f"{look.view.script} line {save.line}: {save.call}({save.path!r})"])]

@@ -106,8 +106,8 @@ def test_every_worker_saving_to_one_path_is_told_whether_or_not_it_failed_and_th
     (tmp_path / "wrong").mkdir()
     (tmp_path / "right").mkdir()
     wrong, right = _launch(tmp_path / "wrong", CHECKPOINT), _launch(tmp_path / "right", SCRIPT, "right")
-    right.wait(600)
-    wrong.wait(600)
+    right.wait(600, pictures=True)  # its end drawn before the test folder goes
+    wrong.wait(600, pictures=True)
     told = [d for d in wrong.diagnoses if d.kind == "same_save_path"]
     assert told, wrong.summary()
     said = told[0].message

@@ -105,7 +105,7 @@ def test_the_error_diagnosis_quotes_the_raised_error_and_its_line(replayed, mist
 def test_a_keras_loss_with_its_default_reduction_is_told_with_its_fix_on_a_real_run(tmp_path):
     """The issue's run: a Keras loss of default reduction called inside strategy.run, on real TensorFlow."""
     run = kwnb.launch(SCRIPT, n=2, args="reduction", runs_dir=tmp_path / "runs", cwd=tmp_path, name="reduction")
-    assert run.wait(400) == [1, 1], run.summary()
+    assert run.wait(400, pictures=True) == [1, 1], run.summary()
     short_type, message, where = RAISED["reduction"]
     errors = [d for d in run.diagnoses if d.kind == "error"]
     assert errors, run.summary()

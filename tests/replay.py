@@ -171,6 +171,11 @@ SCENARIOS: dict[str, tuple[str, str, dict]] = {
     "unset": ("diagnose_fit.py", "unset", {"stall_after": 240}),
     "noscope": ("diagnose_fit.py", "noscope", {"stall_after": 240}),
     "diverge": ("diagnose_fit.py", "diverge", {"stall_after": 240}),
+    "tf-function-reduction": ("tf_function_errors.py", "reduction", {}),
+    "tf-function-raise": ("tf_function_errors.py", "raise", {}),
+    "tf-function-layer": ("tf_function_errors.py", "layer", {}),
+    "tf-function-assert": ("tf_function_errors.py", "assert", {}),
+    "same-path-savedmodel": ("same_path_save.py", "savedmodel", {}),  # a failing try (capture_same_path.py)
 }
 
 

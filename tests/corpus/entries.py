@@ -81,8 +81,10 @@ PUBLIC = (
         changes="MNIST from kwnb's sample; 2 epochs of 5 steps (was 3 of 70)"),
     # The model restored by load_model outside the strategy's scope trains its own copy on each task (its
     # second fit's epoch losses differ: 0.6502 and 0.6533): under MirroredStrategy the tutorial's way, under
-    # MultiWorkerMirroredStrategy not distributed, and kwnb says so.
-    Entry("tfdocs-save-and-load-mwms", "main.py", ("not_distributed",), says="outside strategy.scope()",
+    # MultiWorkerMirroredStrategy not distributed, and kwnb says so. Both tasks also save keras_save.keras, one
+    # literal path (same_save_path).
+    Entry("tfdocs-save-and-load-mwms", "main.py", ("not_distributed", "same_save_path"),
+          says="outside strategy.scope()",
           license=APACHE, source=docs({"main.py": Source(
         "site/en/tutorials/distribute/save_and_load.ipynb", (6, 8, 10, 14, 16), (
             ("import tensorflow_datasets as tfds", "import numpy as np"),

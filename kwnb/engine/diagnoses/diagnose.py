@@ -26,7 +26,7 @@ import signal
 from dataclasses import dataclass
 from typing import Callable
 
-from . import known_errors, recovery
+from . import known_errors, recovery, saves
 from . import stacks as stack_dumps
 from ..tasks.view import TaskView
 from . import training_faults as training
@@ -208,16 +208,20 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
     _, traceback = task.signals.traceback
     if signals.input_exhausted and traceback.short_type in ("StopIteration", "OutOfRangeError"):
         return None  # input_exhausted says it
+    if saves.collided_path(traceback):
+        return None  # same_save_path says it
     # Reached the script's top level: uncaught, so the task is ending with it (exiting can take seconds).
     uncaught = any(f.function == "<module>" and f.file.endswith(script) for f in traceback.frames)
     if task.returncode in (None, 0) and not uncaught:
         return None  # printed, maybe handled: an error only once the task fails with it
     if traceback.short_type in CONSEQUENCES and task.signals.peer_reports:
         return None  # it failed because a peer was lost: peer_lost says which
-    where = f" ({traceback.where})" if traceback.where else ""
-    message = f": {traceback.message}" if traceback.message else ""
-    fix = known_errors.explain(traceback.short_type, traceback.message or "")
-    cause = f"{task.id} failed with {traceback.short_type}{message}{where}"
+    # A tf.function's error is told as it raised it, where it raised it, not as TensorFlow's wrapper's first line.
+    short_type, said, frame = traceback.error
+    where = f" ({frame})" if frame else ""
+    message = f": {known_errors.shortened(said)}" if said else ""
+    fix = known_errors.explain(short_type, said or "")
+    cause = f"{task.id} failed with {short_type}{message}{where}"
     return Diagnosis("error", task.position, cause + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]),
                      cause=cause, ended={task.position: f"failed with {traceback.short_type}"})
 
@@ -338,6 +342,7 @@ KINDS = (
     Kind("killed", killed, origin=True, ends=True, each_task=True),
     Kind("out_of_memory", None, origin=True, ends=True),  # killed's, with the OOM killer's evidence
     Kind("error", error, origin=True, ends=True, each_task=True),
+    Kind("same_save_path", saves.same_save_path, origin=True, ends=True),  # a failed save's, or every worker's
     Kind("keras3", keras3, origin=True, each_task=True),
     Kind("tf_config_overridden", tf_config_overridden, origin=True, each_task=True),
     Kind("port_taken", port_taken, origin=True, transient=True, each_task=True),

@@ -70,6 +70,7 @@ class RunView:
     env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
     restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0
     hand_sharding: tuple = ()  # where the job's files shard a dataset after batching it (engine/readers/program.py)
+    saves: tuple = ()  # the script's saves to one literal path (saves.py's SaveCall), read once at launch
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class ProcessFacts:
 
     stacks: Mapping[int, str] = field(default_factory=dict)  # every live task's stacks, when a stall is suspected
     oom: Mapping[int, "OomEvidence"] = field(default_factory=dict)  # tasks SIGKILLed by the OOM killer
+    written: Mapping[str, float] = field(default_factory=dict)  # a literal save path -> its file's mtime, once
+    # every task has ended (saves.py): the save was made during the run
 
 
 @dataclass

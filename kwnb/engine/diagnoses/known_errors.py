@@ -26,7 +26,23 @@ KNOWN: tuple[tuple[re.Pattern, str], ...] = (
      "This is TensorFlow 1 code (tf.app, tf.logging, tf.contrib, tf.train's optimizers, tensorflow.examples), which "
      "TensorFlow 2 removed: use its TensorFlow 2 version (tf.keras optimizers and datasets, absl flags, "
      "model.fit under the strategy)"),
+    # tf-keras's loss called inside strategy.run with its default reduction (SUM_OVER_BATCH_SIZE): it would divide
+    # by the replica's batch, and the summed gradients would be the replicas' count times too large.
+    (re.compile(r"Please use `tf\.keras\.losses\.Reduction\.SUM` or `tf\.keras\.losses\.Reduction\.NONE`"),
+     "A Keras loss called inside strategy.run would average over each replica's batch: create it with "
+     "reduction=tf.keras.losses.Reduction.NONE and average the per-example losses over the global batch with "
+     "tf.nn.compute_average_loss(per_example_loss, global_batch_size=...), as TensorFlow's custom training "
+     "tutorial does"),
 )
+# A message longer than this is quoted up to a word before it, then " ...": the evidence keeps it whole.
+QUOTED_CHARACTERS = 160
+
+
+def shortened(message: str) -> str:
+    """An error's message as a diagnosis quotes it: whole, or its first QUOTED_CHARACTERS up to a word, then " ..."."""
+    if len(message) <= QUOTED_CHARACTERS:
+        return message
+    return message[:QUOTED_CHARACTERS].rsplit(" ", 1)[0] + " ..."
 
 
 def explain(short_type: str, message: str) -> str:

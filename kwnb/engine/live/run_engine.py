@@ -29,7 +29,7 @@ from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import RunFolder, default_runs_dir, new_run_dir
 from . import cluster as clusters
-from ..diagnoses import diagnose
+from ..diagnoses import diagnose, saves
 from ..diagnoses.diagnosis import Diagnosis
 from ..tasks import roles
 from .after_end import AfterEnd
@@ -118,6 +118,7 @@ class RunEngine:
         kept = [Path(f).resolve() for f in files]
         self.user_files = (str(self.script), *map(str, kept))  # fixed: whose frames a diagnosis names
         self.hand_sharding: tuple = ()  # fixed: where those files shard a dataset after batching it
+        self.saves = saves.literal_saves(self.script)  # fixed: the script's saves to one literal path
         for path in [self.script, *kept]:
             if path.is_file():
                 shutil.copy2(path, self.dir / path.name)

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from ...errors import KwnbError
-from ..diagnoses import diagnose, oom
+from ..diagnoses import diagnose, oom, saves
 from ..diagnoses import stacks as stack_dumps
 from ..diagnoses.diagnosis import RunView
 from . import policy
@@ -105,7 +105,7 @@ class Supervisor:
         """What a diagnosis pass reads, copied under the state lock."""
         engine, settings = self.engine, self.engine.settings
         return RunView(tasks=_views(engine, now), name=engine.name, script=engine.script.name,
-                       user_files=engine.user_files,
+                       user_files=engine.user_files, saves=engine.saves,
                        stall_after=settings.stall_after, diagnoses=tuple(d.copy() for d in engine.diagnoses),
                        env=dict(engine.user_env),
                        restart_limit=settings.max_restarts if settings.on_failure == "restart" else 0,
@@ -118,7 +118,9 @@ class Supervisor:
             self._memory.note(task)
         stalled = diagnose.wants_stacks(view, now)
         dumps = stack_dumps.capture([self.engine.workers[p] for p in stalled]) if stalled else {}
-        return diagnose.ProcessFacts(stacks=dumps, oom=self._memory.killed(list(view.tasks)))
+        written = saves.written(view.saves, self.engine.cwd, self.engine.started_at) \
+            if not any(task.alive for task in view.tasks) else {}
+        return diagnose.ProcessFacts(stacks=dumps, oom=self._memory.killed(list(view.tasks)), written=written)
 
     # ----- the failure policy -------------------------------------------------------------------
     def _policy_view(self) -> policy.View:

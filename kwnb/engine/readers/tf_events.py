@@ -74,6 +74,21 @@ class Frame:
         return f"{os.path.basename(self.file)} line {self.line}, in {self.function}"
 
 
+@dataclass(frozen=True)
+class Raised:
+    """The error a tf.function raised, which TensorFlow prints lines below its own first line (wrapped.py reads
+    it): in the function's Python code as it was traced (`ValueError: in user code:`), or by an op of its graph
+    as it ran (`InvalidArgumentError: Graph execution error:`)."""
+    exc_type: str  # the raised error's type ("ValueError"); an op's error keeps the traceback's
+    message: str  # its first line saying what went wrong (Keras's "Exception encountered when calling layer" skipped)
+    frames: tuple[Frame, ...]  # inside the function: autograph's frames, or where the failing op was defined
+    user_frame: Frame | None = None  # the innermost of them in the user's files
+
+    @property
+    def short_type(self) -> str:
+        return self.exc_type.rpartition(".")[2]
+
+
 @dataclass(frozen=True, kw_only=True)
 class PythonTraceback(Event):
     """An uncaught Python exception; `user_frame` is the innermost frame in the scanner's user files."""
@@ -81,6 +96,7 @@ class PythonTraceback(Event):
     message: str  # its first line
     frames: tuple[Frame, ...]
     user_frame: Frame | None = None
+    raised: Raised | None = None  # the error a tf.function raised, when the first line only wraps it
     kind = "traceback"
 
     @property
@@ -91,6 +107,15 @@ class PythonTraceback(Event):
     def where(self) -> Frame | None:
         """The user's innermost frame, else the innermost frame."""
         return self.user_frame or (self.frames[-1] if self.frames else None)
+
+    @property
+    def error(self) -> tuple[str, str, Frame | None]:
+        """What went wrong and where, as a learner reads it: the type, the message and the user's frame of the
+        error a tf.function raised, else the traceback's own."""
+        raised = self.raised
+        if raised is None:
+            return self.short_type, self.message, self.where
+        return raised.short_type, raised.message, raised.user_frame or self.where
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,11 +20,13 @@ a dozen substring scans in C and no regex; only lines with a marker, or inside a
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
 
 from .lines import LineSplitter
+from .wrapped import WrappedError, wraps
 from .tf_events import AgentConnected, BindFailure, CollectiveMismatch, Event, Frame, InputExhausted, Keras3PerReplica, NonFiniteLoss, PeerUnavailable, PythonTraceback, ServerStarted, Task, TaskConnected, Unhealthy, WaitingForPeers
 
 
@@ -139,6 +141,7 @@ class TfLogScanner:
         self._user_rel = tuple("/" + os.path.normpath(f) for f in user_files if not os.path.isabs(f))
         self._split = LineSplitter()  # only for text fed in arbitrary pieces (feed): a task's reader splits its own
         self._tb: _Traceback | None = None
+        self._wrapped: tuple[PythonTraceback, WrappedError] | None = None  # a traceback whose real error follows
         self._list = None  # (event class, fields, evidence) while task lines may follow a header
         self._remote: tuple[str, Task] | None = None  # the last "remote target" line, for its status line
         self._add_port: str | None = None
@@ -151,14 +154,22 @@ class TfLogScanner:
 
     def close(self) -> list[Event]:
         """The events of a last line that no newline ended, fed with `feed` (the task has exited)."""
-        return self.take(self._split.close())
+        return self.take(self._split.close()) + self.end()
+
+    def end(self) -> list[Event]:
+        """The task has exited: a traceback still waiting for the error a tf.function raised goes as it is."""
+        events: list[Event] = []
+        if self._wrapped is not None:
+            self._unwrap(events)
+        return events
 
     def take(self, body: str) -> list[Event]:
         """The events of whole pieces of output, each ended by `\n` or `\r`, as a task's reader hands them."""
         if not body:
             return []
-        if self._tb is None and self._list is None and not any(marker in body for marker in MARKERS):
-            return []  # (an open traceback or list ends at the next line, so it is read whatever it holds)
+        if self._tb is None and self._list is None and self._wrapped is None and \
+                not any(marker in body for marker in MARKERS):
+            return []  # (an open traceback, list or wrapped error ends at a later line: read whatever it holds)
         return self._lines(body)
 
     def _lines(self, body: str) -> list[Event]:
@@ -169,6 +180,8 @@ class TfLogScanner:
         return events
 
     def _line(self, line: str, events: list) -> None:
+        if self._wrapped is not None and self._wrapped_line(line, events):
+            return
         if self._tb is not None and self._traceback_line(line, events):
             return
         if self._list is not None and self._list_line(line, events):
@@ -289,11 +302,38 @@ class TfLogScanner:
         exc_type, message = (match.group(1), match.group(2) or "") if match else (line, "")
         frames = tuple(tb.frames)
         user = next((f for f in reversed(frames) if self._is_user(f.file)), None)
-        events.append(PythonTraceback(exc_type=exc_type, message=message, frames=frames, user_frame=user,
-                                      lines=(*tb.lines, line)))
+        traceback = PythonTraceback(exc_type=exc_type, message=message, frames=frames, user_frame=user,
+                                    lines=(*tb.lines, line))
+        if wraps(message):  # told once the lines below say what the tf.function raised
+            self._wrapped = (traceback, WrappedError(exc_type, message, self._is_user))
+        else:
+            events.append(traceback)
         if exc_type.endswith("OutOfRangeError") or "End of sequence" in message:
             self._once(("input",), InputExhausted(source="tf.data", lines=(line,)), events)
         return False
+
+    def _wrapped_line(self, line: str, events: list) -> bool:
+        """A line below a wrapping traceback: True when it was one of the wrapped error's and nothing more (its
+        frames and code, its message's continuation); a runtime line or the line that says it is also read as
+        any line is (the scanner's other lines may come in between: gRPC's details after an op's message)."""
+        _, reader = self._wrapped
+        if is_runtime_line(line):
+            return False
+        if not reader.take(line):
+            self._unwrap(events)
+            return False
+        if reader.done:
+            self._unwrap(events)
+            return False
+        return True
+
+    def _unwrap(self, events: list) -> None:
+        traceback, reader = self._wrapped
+        self._wrapped = None
+        raised = reader.raised()
+        if raised is not None:
+            traceback = dataclasses.replace(traceback, raised=raised, lines=(*traceback.lines, "", *reader.lines))
+        events.append(traceback)
 
     def _is_user(self, path: str) -> bool:
         path = os.path.normpath(path)

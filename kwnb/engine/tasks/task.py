@@ -282,6 +282,7 @@ class Task(Named):
             return changed
         if seen.returncode is not None:
             self.output.end()  # its last line, if no newline ended it, to _took and the run's outputs
+            self.signals.record(self._scanner.end(), now)  # a traceback still waiting for a tf.function's error
             self.returncode, self.ended_at = seen.returncode, time.time()
             self.status = task_status(self.status, seen.returncode, self._stop_requested, False, False)
             self._update_vitals(now)

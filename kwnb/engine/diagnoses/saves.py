@@ -1,0 +1,205 @@
+"""same_save_path: tasks that saved to one path. Under MultiWorkerMirroredStrategy every worker must save (saving
+is collective), the chief to the real path and each other worker to a temporary folder of its own; a program that
+gives every worker the same path has their writes collide.
+
+How kwnb knows, from a task's traceback (TensorFlow 2.21, tests/data/replays/same-path-*): a SavedModel or a
+checkpoint is written as temporary shards (`PATH/variables/variables_temp/part-00000-of-00001...` for
+`model.save(PATH)`, `PREFIX_temp/part-...` for a checkpoint or `save_weights`), which `MergeV2Checkpoints` merges and
+then deletes. One process never loses its own shards; a second one saving to the same path deletes them under it,
+and the merge fails: `NotFoundError: ... variables_temp/part-00000-of-00001.data-00000-of-00001; No such file or
+directory [Op:MergeV2Checkpoints]`, or `InvalidArgumentError: ... allow_missing_files was set to false and
+.../variables_temp/part-00000-of-00001 did not exist`. Which task fails, and whether any does, is a race: a run
+whose saves did not overlap finishes with one task's files.
+
+And without a failure, from the program and its files: a save call in the script given one literal path
+(`model.save("saved_model")`, `save_weights`, `tf.saved_model.save`, a `CheckpointManager`'s directory), under no
+`if` that asks which task this is, is made by every worker with that path; once every worker of a
+MultiWorkerMirroredStrategy run has finished, a file at that path written during the run (ProcessFacts.written,
+which the supervisor stats) says the save was made. `literal_saves` reads the script once, at launch.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..readers.tf_events import PythonTraceback
+from ..tasks.view import TaskView
+from .diagnosis import Diagnosis, Look
+
+MERGE_OP = "MergeV2Checkpoints"
+# The path a save was given, before the temporary shard's part: a SavedModel's folder, or a checkpoint's prefix.
+_SHARD = re.compile(r"""(?P<path>[^\s'"]+?)(?:/variables/variables_temp|_temp)/part-\d+-of-\d+""")
+FILES_LOOKED_AT = 1000  # of a saved folder, for the newest one's time: a model's folder holds a dozen
+SAVE_METHODS = ("save", "save_weights")  # model.save(PATH), model.save_weights(PATH), checkpoint.save(PREFIX)
+TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras#model_saving_and_loading"
+
+
+def collided_path(traceback: PythonTraceback) -> str | None:
+    """The path whose save failed because another process removed its temporary shards, or None."""
+    said = traceback.error[1]
+    text = "\n".join((said, *traceback.lines))
+    if MERGE_OP not in text:
+        return None
+    match = _SHARD.search(said) or _SHARD.search(text)
+    return match.group("path") if match else None
+
+
+def same_save_path(look: Look) -> list[Diagnosis]:
+    """Each task whose save failed as saves to one path fail; else, once a run whose workers all finished saved
+    to a literal path, that they all wrote it."""
+    failed = [found for task in look.tasks if (found := _failed_save(task, look))]
+    return failed or _saved_alike(look)
+
+
+def _failed_save(task: TaskView, look: Look) -> Diagnosis | None:
+    if task.signals.traceback is None or task.stop_requested:
+        return None
+    traceback = task.signals.traceback[1]
+    path = collided_path(traceback)
+    uncaught = any(f.function == "<module>" and f.file.endswith(look.view.script) for f in traceback.frames)
+    if path is None or task.returncode in (None, 0) and not uncaught:
+        return None  # (as `error`: an error once the task fails with it)
+    short_type, _, frame = traceback.error
+    where = f" ({frame})" if frame else ""
+    others = [other for other in look.members if other is not task]
+    names = " and ".join(str(other.id) for other in others) or "another task"
+    cause = (f"{task.id}'s save to {path} failed{where}: {names} saved to the same path at the same time, and "
+             f"deleted the temporary files {task.id} was merging ({short_type} in {MERGE_OP})")
+    kept = [other for other in others if other.returncode == 0]
+    holds = f"; {path} now holds {kept[0].id}'s save" if len(kept) == 1 else ""
+    return Diagnosis("same_save_path", task.position, f"{cause}{holds}. {fix(path)}",
+                     evidence=list(traceback.lines[-4:]), cause=cause)
+
+
+def _saved_alike(look: Look) -> list[Diagnosis]:
+    """Nothing failed: every worker of a cluster (servers started, no ps: each ran the script's saves) finished,
+    and a file was written at a path the script saves to as a literal."""
+    members = look.members
+    if len(members) < 2 or any(t.task_type not in ("worker", "chief") for t in members):
+        return []
+    if any(t.alive or t.returncode != 0 or t.signals.server_at is None for t in members):
+        return []
+    save = next((save for save in look.view.saves if save.path in look.facts.written), None)
+    if save is None:
+        return []
+    tasks = " and ".join([", ".join(str(t.id) for t in members[:-1]), str(members[-1].id)])
+    return [Diagnosis(
+        "same_save_path", None,
+        f"{tasks} {'both' if len(members) == 2 else 'all'} saved to {save.path} ({look.view.script} line {save.line}, {save.call}): their files went to "
+        f"the same place, so {save.path} holds whichever task's writes came last; this run got through, but such "
+        f"saves fail at random ({MERGE_OP} finding its temporary files gone). {fix(save.path)}",
+        evidence=[f"{look.view.script} line {save.line}: {save.call}({save.path!r})"])]
+
+
+def fix(path: str) -> str:
+    """What to do, with the path the program gave: as TensorFlow's multi-worker tutorial and notebook 03 do."""
+    folder, name = posixpath.split(path.rstrip("/"))
+    temporary = posixpath.join(folder, "workertemp_<task index>", name)
+    return (f"Every worker must save, but each to a path of its own: the chief to {path}, each other worker to a "
+            f"temporary folder such as {temporary}, deleted after the save, as TensorFlow's tutorial ({TUTORIAL}) "
+            f"and kwnb's notebook 03 do; else the saves collide at random, or one worker's files silently replace "
+            f"the chief's")
+
+
+@dataclass(frozen=True)
+class SaveCall:
+    """A save the script makes with one literal path, at `line`; `call` as written ("model.save")."""
+    path: str
+    line: int
+    call: str
+
+
+def literal_saves(script: os.PathLike | str) -> tuple[SaveCall, ...]:
+    """The script's saves to a literal path (or a module-level name bound once to one) that every task makes:
+    under no `if` (but `if __name__ == "__main__":`) or loop condition, since a branch may be one task's (`if
+    is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a script that
+    cannot be read or parsed. Read once, when the run is made."""
+    try:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    names = _literal_names(tree)
+    found = []
+    for node, guarded in _walk(tree, False):
+        if isinstance(node, ast.Call) and not guarded:
+            call, argument = _save_argument(node)
+            path = _literal(argument, names)
+            if path:
+                found.append(SaveCall(path, node.lineno, call))
+    return tuple(found)
+
+
+def _walk(node: ast.AST, guarded: bool):
+    """Every node with whether a condition encloses it (`if`, `x if c else y`, `while`, but `__name__`'s test)."""
+    for child in ast.iter_child_nodes(node):
+        inside = guarded or isinstance(child, (ast.If, ast.IfExp, ast.While)) and not _is_main(child.test)
+        yield child, inside
+        yield from _walk(child, inside)
+
+
+def _is_main(test: ast.AST) -> bool:
+    """`__name__ == "__main__"`: every task runs the script as its main module."""
+    return "__name__" in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+
+
+def _save_argument(call: ast.Call) -> tuple[str, ast.AST | None]:
+    """The path argument of a save call, with the call as written; (\"\", None) for any other call."""
+    function = call.func
+    name = ast.unparse(function)
+    keywords = {k.arg: k.value for k in call.keywords}
+    if name.endswith("saved_model.save"):  # tf.saved_model.save(obj, export_dir)
+        return name, call.args[1] if len(call.args) > 1 else keywords.get("export_dir")
+    if name.endswith("CheckpointManager"):  # tf.train.CheckpointManager(checkpoint, directory, ...)
+        return name, call.args[1] if len(call.args) > 1 else keywords.get("directory")
+    if isinstance(function, ast.Attribute) and function.attr in SAVE_METHODS:
+        return name, call.args[0] if call.args else keywords.get("filepath") or keywords.get("file_prefix")
+    return "", None
+
+
+def _literal_names(tree: ast.Module) -> dict[str, str]:
+    """Module-level names bound exactly once, to a string literal."""
+    bound: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
+    return {name: values[0].value for name, values in bound.items()
+            if len(values) == 1 and isinstance(values[0], ast.Constant) and isinstance(values[0].value, str)}
+
+
+def _literal(node: ast.AST | None, names: dict[str, str]) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id, "")
+    return ""
+
+
+def written(saves: tuple[SaveCall, ...], cwd: os.PathLike | str, since: float | None) -> dict[str, float]:
+    """The supervisor's step, once every task has ended: each save's path that holds a file written since the
+    run started (a folder: its newest file), with that time. A stat per file of a saved model: microseconds."""
+    found = {}
+    for save in saves:
+        path = Path(cwd) / save.path
+        times = [p.stat().st_mtime for p in _files(path)]
+        if times and max(times) >= (since or 0.0):
+            found[save.path] = max(times)
+    return found
+
+
+def _files(path: Path) -> list[Path]:
+    """The file, or a folder's files, or a checkpoint prefix's (`ckpt-1.index`, `ckpt-1.data-...`)."""
+    try:
+        if path.is_file():
+            return [path]
+        if path.is_dir():
+            return [p for p in itertools.islice(path.rglob("*"), FILES_LOOKED_AT) if p.is_file()]
+        return [p for p in path.parent.glob(path.name + ".*") if p.is_file()]
+    except OSError:
+        return []

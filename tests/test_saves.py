@@ -1,0 +1,119 @@
+"""Tasks that save to the same path (issue 39, item 3): under MultiWorkerMirroredStrategy every worker saves, the
+chief to the real path and each other worker to a temporary one; given one path, their saves collide at random.
+kwnb says so, with the path and the fix: read from real captured logs of both failure shapes (tests/data/tf-2.21/
+same-path-*, tests/data/replays/same-path-savedmodel), and, where nothing failed, from the script's literal save
+path and the file written there, on real runs (tests/scripts/same_path_checkpoint.py, same_path_save.py right)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kwnb
+from kwnb.engine.diagnoses import saves
+from kwnb.engine.readers import tf_events
+from kwnb.engine.readers.tf_messages import scan
+
+TESTS = Path(__file__).parent
+SCRIPT = TESTS / "scripts" / "same_path_save.py"
+SAVE_LINE = 1 + SCRIPT.read_text().splitlines().index('    model.save("saved_model")')
+CHECKPOINT = TESTS / "scripts" / "same_path_checkpoint.py"
+DATA = TESTS / "data" / "tf-2.21"
+
+
+def traceback_of(log: str) -> tf_events.PythonTraceback | None:
+    found = [e for e in scan((DATA / log).read_text(), ("same_path.py",)) if isinstance(e, tf_events.PythonTraceback)]
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("log, short_type", [
+    ("same-path-notfound-worker-0.log", "NotFoundError"),  # "...variables_temp/part-...; No such file or directory"
+    ("same-path-missing-worker-1.log", "InvalidArgumentError"),  # "allow_missing_files was set to false and ..."
+])
+def test_a_merge_that_lost_its_temporary_files_names_the_saved_path(log, short_type):
+    traceback = traceback_of(log)
+    assert traceback.short_type == short_type and "MergeV2Checkpoints" in traceback.message
+    assert saves.collided_path(traceback) == "saved_model"
+
+
+def test_other_errors_are_no_collision():
+    for log in ("peer-raises-worker-0.log", "peer-raises-worker-1.log", "chief-only-save-worker-0.log",
+                "same-path-notfound-worker-1.log"):  # the last: the task whose save went through
+        traceback = traceback_of(log)
+        assert traceback is None or saves.collided_path(traceback) is None, log
+
+
+def test_the_scripts_literal_save_paths_are_found_unless_a_condition_guards_them(tmp_path):
+    lines = CHECKPOINT.read_text().splitlines()
+    line = 1 + next(i for i, text in enumerate(lines) if "CheckpointManager(" in text)
+    assert saves.literal_saves(CHECKPOINT) == (saves.SaveCall("ckpt", line, "tf.train.CheckpointManager"),)
+    assert saves.literal_saves(SCRIPT) == ()  # each save under `if how == ...`: a mode the run may not take
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text('''
+SAVED = "exported"
+if index == 0:
+    model.save("saved_model")  # the chief alone: uneven_steps' mistake, not this one
+model.save("a.keras" if is_chief else "tmp/a.keras")
+model.save(write_path("b.keras", resolver))
+tf.saved_model.save(model, SAVED)
+def main():
+    model.save_weights(filepath="weights/ckpt")
+if __name__ == "__main__":
+    main()
+    model.save("model.keras")
+''')
+    assert [(s.path, s.line) for s in saves.literal_saves(guarded)] == [
+        ("exported", 7), ("weights/ckpt", 9), ("model.keras", 12)]
+    broken = tmp_path / "broken.py"
+    broken.write_text("model.save('x'\n")
+    assert saves.literal_saves(broken) == () and saves.literal_saves(tmp_path / "missing.py") == ()
+
+
+def test_the_files_written_at_a_save_path_since_the_run_began(tmp_path):
+    calls = (saves.SaveCall("saved_model", 1, "model.save"), saves.SaveCall("weights/ckpt", 2, "model.save_weights"),
+             saves.SaveCall("never", 3, "model.save"))
+    (tmp_path / "saved_model" / "variables").mkdir(parents=True)
+    (tmp_path / "saved_model" / "variables" / "variables.index").write_text("x")
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "ckpt.index").write_text("x")
+    written = saves.written(calls, tmp_path, since=0.0)
+    assert sorted(written) == ["saved_model", "weights/ckpt"]
+    assert saves.written(calls, tmp_path, since=max(written.values()) + 1) == {}  # older than the run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_collided_save_is_told_with_its_path_and_fix_not_as_a_raw_error(replayed):
+    run = replayed["same-path-savedmodel"]
+    told = [d for d in run.diagnoses if d.kind == "same_save_path"]
+    assert told and not [d for d in run.diagnoses if d.kind == "error"], run.summary()
+    said = told[0].message
+    assert "save to saved_model failed" in said and f"same_path_save.py line {SAVE_LINE}" in said, said
+    assert "saved to the same path at the same time" in said, said
+    assert "workertemp_<task index>/saved_model" in said and "MergeV2Checkpoints" in said, said
+    assert run.reason.startswith(told[0].cause[:40]), run.reason
+
+
+def _launch(tmp_path, script, args=""):
+    return kwnb.launch(script, n=2, args=args, name=script.stem, runs_dir=tmp_path / "runs", cwd=tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_every_worker_saving_to_one_path_is_told_whether_or_not_it_failed_and_the_right_way_is_not(tmp_path):
+    """Real runs: a CheckpointManager every worker gives the directory "ckpt" (in the captures it never failed:
+    the files of one task are left), and the tutorial's way (the chief's path, a temporary folder for the other)."""
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "right").mkdir()
+    wrong, right = _launch(tmp_path / "wrong", CHECKPOINT), _launch(tmp_path / "right", SCRIPT, "right")
+    right.wait(600, pictures=True)  # its end drawn before the test folder goes
+    wrong.wait(600, pictures=True)
+    told = [d for d in wrong.diagnoses if d.kind == "same_save_path"]
+    assert told, wrong.summary()
+    said = told[0].message
+    if wrong.exit_codes == [0, 0]:  # nothing failed: known from the script's path and the files written there
+        assert said.startswith("worker 0 and worker 1 both saved to ckpt (same_path_checkpoint.py line "), said
+        assert told[0].task is None and "got through" in said
+    assert "ckpt" in said and "workertemp_<task index>/ckpt" in said, said
+    assert right.exit_codes == [0, 0] and right.diagnoses == [], right.summary()
+    assert (tmp_path / "right" / "saved_model" / "saved_model.pb").is_file()

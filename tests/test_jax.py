@@ -2,6 +2,7 @@
 CPU (marked slow) whose tasks train together, and whose failures kwnb tells in one sentence and ends."""
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -241,3 +242,14 @@ def test_a_slurm_task_of_a_jax_run_gets_the_keras_distribution_variables_from_sl
             f"print(json.dumps({{name: os.environ.get(name) for name in {sorted(expected)!r}}}))\n")
     subprocess.run([sys.executable, "-c", show], env=env, check=True, timeout=60)
     assert json.loads((tmp_path / "worker-2.log").read_text().splitlines()[-1]) == expected
+
+
+@needs_jax
+@pytest.mark.slow
+def test_the_doctor_checks_jax_versions_and_an_all_reduce_on_the_cpu():
+    from kwnb.machine.jax_check import jax_check
+
+    ok, said, fix = jax_check(sys.executable, dict(os.environ))
+    assert ok and "2 processes all-reduced on the CPU (gloo)" in said and fix == "", said
+    versions = {name: importlib.metadata.version(name) for name in ("jax", "jaxlib", "keras")}
+    assert said.startswith(", ".join(f"{name} {version}" for name, version in versions.items()))

@@ -118,9 +118,10 @@ RAISES = LOOP.replace("for step in", "if rank == 1:\n    raise ValueError('bad s
 @pytest.mark.slow
 def test_an_exception_in_one_process_ends_the_run_promptly_and_names_it(tmp_path):
     run = jax_run(tmp_path, RAISES)
-    assert run.status == "failed" and run.exit_codes[1] == 1, run.summary()
-    assert run.elapsed < 90  # JAX alone: 300 s hung at its shutdown barrier
+    assert run.status == "failed" and run.exit_codes[1] == 1, run.summary()  # JAX alone: hung 300 s at shutdown
     assert "worker 1 failed with ValueError: bad shard" in run.reason
+    assert "worker 0 lost its peer worker 1, which crashed (exit code 1)" in kinds(run)["jax_peer_lost"]
+    assert [d.task for d in run.diagnoses if d.kind == "error"] == [1]  # worker 0's collective error: a consequence
 
 
 @needs_jax
@@ -129,8 +130,8 @@ def test_a_process_that_ends_before_joining_is_told_and_the_others_are_ended(tmp
     script = "import os, sys\nif os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '1':\n    sys.exit(3)\n" + LOOP
     run = jax_run(tmp_path, script)
     assert run.status == "failed" and run.exit_codes[1] == 3, run.summary()
-    assert run.elapsed < 90  # JAX alone: 300 s in RegisterTask
-    assert "worker 1 crashed (exit code 3) before it joined the others: worker 0 waits for it" in \
+    assert run.workers[0].status == "stopped"  # by the failure policy: JAX alone waits 300 s in RegisterTask
+    assert "worker 1 crashed (exit code 3) before it joined the others: worker 0 cannot train without it" in \
         kinds(run)["jax_not_joined"]
 
 
@@ -143,11 +144,11 @@ def test_a_worker_killed_mid_loop_is_told_and_the_survivor_ended(tmp_path):
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and "step 5/" not in run.logs(1):
         time.sleep(0.5)
-    killed_at = time.monotonic()
     run.kill(1)
     run.wait(120)
-    assert time.monotonic() - killed_at < 60  # JAX alone: ~80 s, then SIGABRT
     assert run.status == "failed", run.summary()
+    assert run.workers[0].status in ("failed", "stopped")  # its error exits it, or the policy: JAX alone aborts ~80 s on
+    assert [d.task for d in run.diagnoses if d.kind == "error"] == []
     assert "worker 0 lost its peer worker 1, which was killed by SIGKILL" in kinds(run)["jax_peer_lost"]
 
 

@@ -179,6 +179,8 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
         return None  # printed, maybe handled: an error only once the task fails with it
     if traceback.short_type in CONSEQUENCES and task.signals.peer_reports:
         return None  # it failed because a peer was lost: peer_lost says which
+    if signals.gloo_failure is not None:
+        return None  # a JAX collective failed because a peer went away: jax_peer_lost says which
     where = f" ({traceback.where})" if traceback.where else ""
     message = f": {traceback.message}" if traceback.message else ""
     fix = known_errors.explain(traceback.short_type, traceback.message or "")

@@ -45,16 +45,17 @@ def jax_not_joined(task: TaskView, look: Look) -> Diagnosis | None:
     tasks = _training(look)
     if task not in tasks or task.returncode is None or task.stop_requested or _joined(task):
         return None
-    waiting = [t for t in tasks if t is not task and t.alive and t.signals.jax_joining is not None and not _joined(t)]
+    waiting = [t for t in tasks if t is not task and t.alive and not _joined(t)]
     if not waiting:
         return None
     names = ", ".join(str(t.id) for t in waiting)
     cause = f"{task.id} {ended(task)} before it joined the others"
     return Diagnosis("jax_not_joined", task.position,
-                     f"{cause}: {names} wait{'s' * (len(waiting) == 1)} for it in keras.distribution.initialize(), "
-                     f"which JAX gives up only after {REGISTER_SECONDS} s; kwnb's failure policy ends the run "
-                     f"instead (%kw_logs {look.view.name} {task.name} shows why it ended)",
-                     evidence=[f"{t.id}: began joining, never connected" for t in waiting], cause=cause)
+                     f"{cause}: {names} cannot train without it (JAX waits {REGISTER_SECONDS} s in "
+                     f"keras.distribution.initialize() for a process that never joins); kwnb's failure policy ends "
+                     f"the run instead (%kw_logs {look.view.name} {task.name} shows why it ended)",
+                     evidence=[f"{t.id}: " + ("began joining, never connected" if t.signals.jax_joining else
+                                              "not yet joining") for t in waiting], cause=cause)
 
 
 def jax_peer_lost(look: Look) -> list[Diagnosis]:

@@ -254,3 +254,42 @@ def test_the_doctor_checks_jax_versions_and_an_all_reduce_on_the_cpu():
     assert ok and "2 processes all-reduced on the CPU (gloo)" in said and fix == "", said
     versions = {name: importlib.metadata.version(name) for name in ("jax", "jaxlib", "keras")}
     assert said.startswith(", ".join(f"{name} {version}" for name, version in versions.items()))
+
+
+@pytest.mark.parametrize("script, env, imports", [
+    ("import keras\nkeras.distribution.initialize()\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
+    ("import keras\nimport tensorflow as tf\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras", "tensorflow")),
+    ("import jax\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
+    ("print('hi')\n", {"KERAS_BACKEND": "jax"}, ()),
+    ("import keras\n", {}, ("tensorflow", "tf_keras", "keras")),  # a TensorFlow run's, as before
+])
+def test_a_warm_interpreter_for_a_jax_cell_imports_jax_and_keras_not_tensorflow(tmp_path, script, env, imports):
+    from kwnb.backends.warm_room import warm_imports
+
+    (tmp_path / "main.py").write_text(script)
+    assert warm_imports(str(tmp_path / "main.py"), env) == imports
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp_path, monkeypatch):
+    from kwnb.backends import warm_room
+    from kwnb.backends.warm import POOL
+    from waiting import pool_ready
+
+    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))  # not about when the pool refills (test_warm_pool)
+    POOL.stop()
+    try:
+        script = LOOP.replace("import os\n", "import os, sys\nprint('BEFORE', sorted(m for m in ('jax', 'keras', "
+                                            "'tensorflow') if m in sys.modules), flush=True)\n", 1)
+        cold = jax_run(tmp_path, script, warm=True)
+        assert cold.exit_codes == [0, 0] and not cold.warm, cold.summary()
+        assert pool_ready(2, timeout=240), (POOL.status(), POOL.refused)
+        warm = jax_run(tmp_path, script, warm=True)
+        assert warm.exit_codes == [0, 0] and all(task.warm for task in warm.workers), warm.summary()
+        for i in range(2):
+            assert "BEFORE []" in cold.logs(i) and "BEFORE ['jax', 'keras']" in warm.logs(i)  # no TensorFlow
+            assert [l for l in warm.logs(i).splitlines() if l.startswith("step ")] == \
+                [l for l in cold.logs(i).splitlines() if l.startswith("step ")]
+    finally:
+        POOL.stop()

@@ -315,3 +315,17 @@ def test_a_jax_run_on_slurm_takes_its_coordinator_from_slurms_variables(slurm, t
         assert f"ENV {coordinator} {i} False" in run.logs(i) and "[Gloo] Rank" in run.logs(i)
     assert [l for l in run.logs(0).splitlines() if l.startswith("step ")] == \
         [l for l in run.logs(1).splitlines() if l.startswith("step ")]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_restarted_jax_cluster_gets_a_fresh_coordinator_port(tmp_path):
+    once = tmp_path / "failed-once"
+    script = (f"import os, sys, pathlib\nprint('COORDINATOR', os.environ['KERAS_DISTRIBUTION_JOB_ADDRESSES'], flush=True)\n"
+              f"if os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '1' and not pathlib.Path({str(once)!r}).exists():\n"
+              f"    pathlib.Path({str(once)!r}).touch()\n    sys.exit(2)\n" + LOOP)
+    run = jax_run(tmp_path, script, on_failure="restart")
+    assert run.exit_codes == [0, 0] and run.status == "finished", run.summary()
+    assert run.restarts == 1
+    coordinators = [line.split()[1] for line in run.logs(0).splitlines() if line.startswith("COORDINATOR ")]
+    assert len(coordinators) == 2 and coordinators[0] != coordinators[1]  # a port an older job may still dial: never

@@ -62,6 +62,39 @@ def test_a_local_runs_tasks_get_the_session_and_kwnbs_variables(tmp_path, monkey
         assert items == [list(item) for item in expected.items()]
 
 
+def jax_cluster(run, position: int) -> dict[str, str]:
+    coordinator = run.workers[0].tf_config["cluster"]["worker"][0]  # task 0's address, where kwnb placed it
+    assert coordinator.startswith("localhost:")
+    return {"KERAS_DISTRIBUTION_JOB_ADDRESSES": coordinator, "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+            "KERAS_DISTRIBUTION_PROCESS_ID": str(position), "JAX_COORDINATOR_BIND_ADDRESS": coordinator}
+
+
+def test_a_jax_runs_tasks_get_keras_on_jax_and_its_coordinator_not_tf_config(tmp_path, monkeypatch):
+    monkeypatch.delenv("TMPDIR", raising=False)
+    for name in ("KERAS_BACKEND", "JAX_PLATFORMS", "TF_USE_LEGACY_KERAS"):
+        monkeypatch.delenv(name, raising=False)
+    run, seen = seen_by_tasks(tmp_path, framework="jax")
+    for position, items in enumerate(seen):
+        expected = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1",
+                    "MPLBACKEND": "Agg", "CUDA_VISIBLE_DEVICES": "-1", "KWNB_RUN_DIR": str(run.dir),
+                    "KWNB_WORKER": str(position), **jax_cluster(run, position), **threads(2),
+                    "TMPDIR": private_temp(), "TEMP": private_temp(), "TMP": private_temp()}
+        assert items == [list(item) for item in expected.items()]
+
+
+def test_a_jax_run_with_gpus_gives_each_task_one_device_and_no_preallocation(tmp_path, monkeypatch):
+    for name in ("KERAS_BACKEND", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # TensorFlow's tasks would take two each
+    run, seen = seen_by_tasks(tmp_path, framework="jax", gpus=True)
+    for position, items in enumerate(seen):
+        expected = {**os.environ, "KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                    "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "KWNB_RUN_DIR": str(run.dir),
+                    "KWNB_WORKER": str(position), **jax_cluster(run, position), "CUDA_VISIBLE_DEVICES": str(position)}
+        assert [item for item in items if item[0] not in (*threads(2), "TMPDIR", "TEMP", "TMP")] == \
+            [list(item) for item in expected.items()]
+
+
 def test_the_users_env_wins_but_gpu_placement_wins_over_it(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
@@ -156,6 +189,15 @@ def test_the_pods_of_a_tfjob_get_the_same_less_the_entry_points(exported_run):
         {"name": "API_TOKEN", "value": "s3cr3t"}]
 
 
+def test_a_jax_run_is_not_exported_to_pods_that_would_get_tf_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "main.py").write_text("print('hi')\n")
+    run_dir = Run("main.py", 2, runs_dir=tmp_path / "runs", framework="jax").dir
+    for target in ("job", "tfjob"):
+        with pytest.raises(kwnb.KwnbError, match="cannot export a --framework jax run"):
+            export_run(run_dir, to=target, image="img:1")
+
+
 def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):
     given = []
 
@@ -171,6 +213,23 @@ def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):
         ("TF_USE_LEGACY_KERAS", "1"), ("PYTHONUNBUFFERED", "1"), ("CUDA_VISIBLE_DEVICES", "-1")]]
 
 
+def test_the_doctors_jax_probe_runs_with_a_jax_tasks_environment(monkeypatch):
+    from kwnb.machine import jax_check
+
+    given = []
+
+    def run(argv, **options):
+        given.append(options["env"])
+        raise OSError("not run")
+
+    monkeypatch.setattr(jax_check.subprocess, "run", run)
+    session = {"PATH": "/usr/bin", "TF_CONFIG": "{}", "KERAS_DISTRIBUTION_PROCESS_ID": "3"}
+    assert jax_check.jax_check(sys.executable, session)[0] is False
+    assert [list(env.items()) for env in given] == [[
+        ("PATH", "/usr/bin"), ("KERAS_BACKEND", "jax"), ("JAX_PLATFORMS", "cpu"), ("PYTHONUNBUFFERED", "1"),
+        ("MPLBACKEND", "Agg"), ("CUDA_VISIBLE_DEVICES", "-1")]]
+
+
 # ----- the declaration ---------------------------------------------------------------------------------
 
 def test_each_variable_is_declared_once_with_its_reason_and_its_setter():
@@ -178,10 +237,12 @@ def test_each_variable_is_declared_once_with_its_reason_and_its_setter():
     assert len(names) == len(set(names)), names
     assert all(variable.why and variable.set_by for variable in task_env.EVERY_VARIABLE)
     # What the warm pool, Slurm and the exports leave out is read from the rows.
+    jax_cluster = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES",
+                   "KERAS_DISTRIBUTION_PROCESS_ID", "JAX_COORDINATOR_BIND_ADDRESS")
     assert set(task_env.NOT_KEYED) == {"TF_USE_LEGACY_KERAS", "TF_CONFIG", "KWNB_PARENT_PID", "KWNB_RUN_DIR",
-                                       "KWNB_WORKER"}
-    assert set(task_env.PER_TASK) == {"TF_CONFIG", "KWNB_PARENT_PID", "KWNB_WORKER"}
-    assert task_env.CLUSTER_VARIABLES == ("TF_CONFIG",)
+                                       "KWNB_WORKER", *jax_cluster}
+    assert set(task_env.PER_TASK) == {"TF_CONFIG", "KWNB_PARENT_PID", "KWNB_WORKER", "KERAS_DISTRIBUTION_PROCESS_ID"}
+    assert task_env.CLUSTER_VARIABLES == ("TF_CONFIG", *jax_cluster)
 
 
 def test_another_framework_brings_its_own_variables_in_tensorflows_place():

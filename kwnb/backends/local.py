@@ -13,7 +13,7 @@ from typing import Callable
 
 import psutil
 
-from ..machine.ports import free_ports
+from ..machine.ports import HeldPorts
 from ..machine.limits import read_limits
 from ..machine.neighbours import neighbours
 from ..machine.task_env import THREAD_VARIABLES, temp_variables, thread_variables
@@ -132,6 +132,7 @@ class LocalLauncher(Launcher):
     _notes: tuple[str, ...] = ()
     warm = False
     _launches: tuple = ()
+    _held: HeldPorts | None = None  # the ports of the latest addresses(), until its tasks start
     _threads: tuple = ()  # the thread variables every task of the latest launch gets, as (name, value) pairs
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
@@ -145,7 +146,14 @@ class LocalLauncher(Launcher):
     def addresses(self, tasks: list[TaskId]) -> list[str]:
         if self._choose(tasks) == "private":
             return [f"localhost:{port}" for port in self._namespace().free_ports(len(tasks))]
-        return [f"localhost:{port}" for port in free_ports(len(tasks))]
+        self._release_ports()
+        self._held = HeldPorts(len(tasks))  # until the tasks start (start_all)
+        return [f"localhost:{port}" for port in self._held.ports]
+
+    def _release_ports(self) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
     def _choose(self, tasks: list[TaskId]) -> str:
         ps = network_choice.coordinated_here([task.type for task in tasks])  # not under --chief: the chief does
@@ -171,6 +179,7 @@ class LocalLauncher(Launcher):
         return self.private
 
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
+        self._release_ports()  # the tasks bind them now
         warm_pool.POOL.run_started(self)  # cold runs too: the pool must not import TensorFlow beside them
         if self.warm:
             self._launches = launches  # what to prepare warm interpreters for, once the run ends

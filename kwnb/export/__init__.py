@@ -93,5 +93,7 @@ def export_run(run_dir: str | os.PathLike, to: str = "tfjob", **options) -> Expo
         raise OptionError(f"cannot export to {to!r}: only {', '.join(TARGETS)}")
     kind, build, header = _TARGETS[to]
     run = read_description(run_dir)
+    if run.framework != "tensorflow":  # the pods' entry point builds TF_CONFIG (task/k8s_entry.py), nothing else
+        raise OptionError(f"cannot export a --framework {run.framework} run: the exports give pods TF_CONFIG only")
     name, objects, notes = build(run, **options)
     return Export(run, name, objects, notes, header(run, name), kind)

@@ -3,7 +3,8 @@ of COMMON or of its framework's (its name, what it is for, who sets it, how its 
 `task_environment` builds a task's whole environment from them. The engine (a run's tasks, any backend), the local launcher, the
 warm pool, the Slurm job, the Kubernetes exports and the doctor all take theirs from here, so a new
 variable for tasks is one row. A framework brings its own rows (TensorFlow: TF_USE_LEGACY_KERAS and
-TF_CONFIG); another framework would be another `Framework`, with its own cluster variable instead.
+TF_CONFIG; Keras 3 on JAX: KERAS_BACKEND and the KERAS_DISTRIBUTION_* that keras.distribution.initialize()
+reads, task 0 the coordinator), both made from where kwnb placed the tasks (TaskFacts.config).
 
 A task's variables come in steps, each over the ones before (`Step`):
   the session's environment (os.environ), which a task started from here inherits;
@@ -26,6 +27,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from ..task.jax_task import (BACKEND_ENV, BIND_ENV, JOB_ADDRESSES_ENV, NUM_PROCESSES_ENV, PROCESS_ID_ENV,
+                             cluster_variables)
 from ..task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV
 from .gpus import session_gpus
 from .task_temp import private_folder
@@ -62,7 +65,7 @@ class TaskFacts:
     placement: GpuPlacement | None = None  # under --gpus on this machine
     tasks: int = 1  # how many tasks share this machine's CPUs
     cpus: float = 1.0  # the CPUs the session may use (machine/limits.py)
-    framework: "Framework | None" = None  # None: TENSORFLOW, the only one so far
+    framework: "Framework | None" = None  # None: TENSORFLOW
 
 
 Value = Callable[[TaskFacts, Mapping[str, str]], "str | None"]  # from the facts and the environment so far; None: unset
@@ -87,6 +90,7 @@ class Variable:
 class Framework:
     name: str
     variables: tuple[Variable, ...]
+    gpus_per_task: int | None = None  # None: an equal share of the GPUs; JAX: one device per process
 
 
 def _always(value: str) -> Value:
@@ -105,6 +109,38 @@ TENSORFLOW = Framework("tensorflow", (
              set_by="kwnb where it placed the tasks; on a Slurm node task/slurm_env.py, in a Job's pod "
                     "task/k8s_entry.py, in a TFJob's the training operator", keyed=False, per_task=True),
 ))
+
+
+# Keras 3 on JAX (keras/src/backend/jax/distribution_lib.py: initialize): the cluster's variables are defined once,
+# in task/jax_task.py, for the engine and for a Slurm task alike.
+def _jax_cluster(name: str) -> Value:
+    def value(facts: TaskFacts, env) -> str | None:
+        workers = facts.config.get("cluster", {}).get("worker", []) if facts.config else []
+        return cluster_variables(workers, facts.config["task"]["index"])[name] if workers else None
+    return value
+
+
+def _gpus_or(without: str | None, with_gpus: str | None) -> Value:
+    return lambda facts, env: with_gpus if facts.gpus else without
+
+
+JAX_SET_BY = "kwnb where it placed the tasks; on a Slurm node task/slurm_env.py (where KERAS_BACKEND=jax)"
+JAX = Framework("jax", (
+    Variable(BACKEND_ENV, Step.DEFAULT, _always("jax"), "Keras 3 runs on JAX, whose distribution API spans "
+             "processes", set_by="kwnb, for every task and pod", in_pods=True),
+    Variable("JAX_PLATFORMS", Step.DEFAULT, _gpus_or("cpu", None), "without --gpus the CPU only: JAX would look "
+             "for GPUs and TPUs first, and say so at length"),
+    Variable("XLA_PYTHON_CLIENT_PREALLOCATE", Step.DEFAULT, _gpus_or(None, "false"),
+             "with --gpus a task takes GPU memory as it needs it, not 75 % of it at start"),
+    Variable(JOB_ADDRESSES_ENV, Step.CLUSTER, _jax_cluster(JOB_ADDRESSES_ENV),
+             "the coordinator: task 0, on a free port kwnb chose for this run", set_by=JAX_SET_BY, keyed=False),
+    Variable(NUM_PROCESSES_ENV, Step.CLUSTER, _jax_cluster(NUM_PROCESSES_ENV), "how many processes join",
+             set_by=JAX_SET_BY, keyed=False),
+    Variable(PROCESS_ID_ENV, Step.CLUSTER, _jax_cluster(PROCESS_ID_ENV), "this task's place among them (0: the "
+             "coordinator)", set_by=JAX_SET_BY, keyed=False, per_task=True),
+    Variable(BIND_ENV, Step.CLUSTER, _jax_cluster(BIND_ENV), "the coordinator listens on the run's network only, "
+             "not on every interface", set_by=JAX_SET_BY, keyed=False),
+), gpus_per_task=1)
 
 
 # ----- the variables' values ----------------------------------------------------------------------------
@@ -169,12 +205,18 @@ COMMON: tuple[Variable, ...] = (  # every framework's tasks get these
     *(Variable(name, Step.TEMP, _temp, "a temporary folder of the user's own, not the shared /tmp "
                "(machine/task_temp.py)", set_by=TEMP_SET_BY) for name in ("TMPDIR", "TEMP", "TMP")),
 )
-FRAMEWORKS = (TENSORFLOW,)
+FRAMEWORKS = (TENSORFLOW, JAX)
+FRAMEWORK_NAMES = tuple(framework.name for framework in FRAMEWORKS)
 EVERY_VARIABLE = (*(v for framework in FRAMEWORKS for v in framework.variables), *COMMON)
 THREAD_VARIABLES = tuple(v.name for v in COMMON if v.step == Step.THREADS)
 NOT_KEYED = tuple(v.name for v in EVERY_VARIABLE if not v.keyed)  # may differ between a warm interpreter and its task
 PER_TASK = tuple(v.name for v in EVERY_VARIABLE if v.per_task)  # never a whole job's (Slurm)
 CLUSTER_VARIABLES = tuple(v.name for v in EVERY_VARIABLE if v.step == Step.CLUSTER)  # each task's own, where it runs
+
+
+def framework_named(name: str | None) -> Framework:
+    """The framework `--framework` names (TensorFlow when None)."""
+    return next(framework for framework in FRAMEWORKS if framework.name == (name or TENSORFLOW.name))
 
 
 # ----- the builder -------------------------------------------------------------------------------------
@@ -232,13 +274,13 @@ def pod_environment(user: Mapping[str, str], framework: Framework | None = None)
 # number of devices on every worker (8 GPUs, 3 tasks: 2 each, 2 left idle). With fewer, the tasks take them
 # in turn and share, each growing its memory as it needs it (GROWTH, unless the user set it), and the run
 # says once that all-reduce cannot use NCCL.
-def place_gpus(gpus: Sequence[str], tasks: int) -> GpuPlacement | None:
-    """Each task its own GPUs (an equal share) if there are enough, else one each in turn, shared;
-    None if there is no GPU to place."""
+def place_gpus(gpus: Sequence[str], tasks: int, most: int | None = None) -> GpuPlacement | None:
+    """Each task its own GPUs (an equal share, at most `most` each) if there are enough, else one each in turn,
+    shared; None if there is no GPU to place."""
     if not gpus or tasks < 1:
         return None
     if len(gpus) >= tasks:
-        share = len(gpus) // tasks
+        share = min(len(gpus) // tasks, most or len(gpus))
         return GpuPlacement(tuple(",".join(gpus[i * share:(i + 1) * share]) for i in range(tasks)), shared=False)
     return GpuPlacement(tuple(gpus[i % len(gpus)] for i in range(tasks)), shared=True)
 
@@ -255,9 +297,10 @@ def placement_note(placement: GpuPlacement | None, gpus: Sequence[str], source: 
             "communication at AUTO (TensorFlow's ring all-reduce) or RING; NCCL would stop with 'Duplicate GPU detected'")
 
 
-def plan_gpus(tasks: int, user_env: Mapping[str, str]) -> tuple[GpuPlacement | None, str]:
+def plan_gpus(tasks: int, user_env: Mapping[str, str],
+              framework: Framework | None = None) -> tuple[GpuPlacement | None, str]:
     """A --gpus run's placement on this machine, among the GPUs the session (or the run's own
     CUDA_VISIBLE_DEVICES) allows, and what the run says about it."""
     session = session_gpus({**os.environ, **user_env})
-    placement = place_gpus(session.ids, tasks)
+    placement = place_gpus(session.ids, tasks, (framework or TENSORFLOW).gpus_per_task)
     return placement, placement_note(placement, session.ids, session.source)

@@ -65,6 +65,10 @@ def run(script: str) -> None:
         slurm.enter()  # before anything prints: from here on, output goes to the task's log
     _instrument()
     sys.excepthook = _traceback_from_the_script
+    from kwnb.task import jax_task
+
+    if jax_task.in_a_jax_run():
+        jax_task.prepare(_traceback_from_the_script)  # its joins shown, no hang at exit after an uncaught error
     with open(script, "rb") as handle:
         code = compile(handle.read(), script, "exec")
     module = types.ModuleType("__main__")

@@ -255,6 +255,7 @@ class RunDescription:
     python: str = kept("")
     cwd: str = kept("")
     backend: str = kept("")
+    framework: str = kept("tensorflow")  # --framework: whose variables the tasks got (machine/task_env.py)
     created: str = kept("")  # "%Y-%m-%dT%H:%M:%S%z": when the run was made
 
     @property

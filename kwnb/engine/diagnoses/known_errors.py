@@ -33,6 +33,13 @@ KNOWN: tuple[tuple[re.Pattern, str], ...] = (
      "reduction=tf.keras.losses.Reduction.NONE and average the per-example losses over the global batch with "
      "tf.nn.compute_average_loss(per_example_loss, global_batch_size=...), as TensorFlow's custom training "
      "tutorial does"),
+    # Keras 3 on JAX (--framework jax), jax 0.10 and keras 3.15's words
+    (re.compile(r"jax\.distributed\.initialize\(\) must be called before any JAX"),
+     "Call keras.distribution.initialize() first, right after `import keras`: JAX joins the other processes "
+     "only before its first computation (a model, a tensor, jax.devices())"),
+    (re.compile(r"multi-worker distribution with auto-sharding enabled, the data must be provided as a `tf\.data"),
+     "Give fit a tf.data.Dataset, which DataParallel shards across the processes, or give each process its own "
+     "shard of the arrays and make the distribution with DataParallel(auto_shard_dataset=False)"),
 )
 # A message longer than this is quoted up to a word before it, then " ...": the evidence keeps it whole.
 QUOTED_CHARACTERS = 160

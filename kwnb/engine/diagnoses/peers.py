@@ -37,7 +37,8 @@ def waiting_for_peers(look: Look) -> list[Diagnosis]:
     evidence = list(waiter.signals.waiting.lines) if waiter.signals.waiting else []
     return [Diagnosis("waiting_for_peers", straggler.position,
                       f"{waiter.id} has waited {now - since:.0f} s for {straggler.id} to join; {straggler.id} "
-                      f"{_state(straggler, now, look.explained(straggler.position))}", evidence=evidence)
+                      f"{_state(straggler, now, look.explained(straggler.position), look.view.framework)}",
+                      evidence=evidence)
             for straggler in stragglers]
 
 
@@ -50,7 +51,8 @@ def _waiting_since(task: TaskView) -> float | None:
     return None
 
 
-def _state(task: TaskView, now: float, root: tuple[Diagnosis, str] | None = None) -> str:
+def _state(task: TaskView, now: float, root: tuple[Diagnosis, str] | None = None,
+           framework: str = "tensorflow") -> str:
     if root is not None:  # a root cause of this pass says how it ended
         return f"{root[1]} before joining: a consequence of the {root[0].kind} above"
     if task.returncode is not None:
@@ -59,6 +61,9 @@ def _state(task: TaskView, now: float, root: tuple[Diagnosis, str] | None = None
         return "is still queued by the scheduler"
     if task.started_at is None:
         return "has not started"
+    if framework == "jax":
+        return (f"is still starting ({now - task.started_at:.0f} s since launch: importing JAX and Keras or loading "
+                f"data); it joins when it calls keras.distribution.initialize()")
     return (f"is still starting ({now - task.started_at:.0f} s since launch: importing TensorFlow or loading "
             f"data); it joins when it creates its strategy")
 

@@ -34,7 +34,8 @@ from ..diagnoses.diagnosis import Diagnosis
 from ..tasks import roles
 from .after_end import AfterEnd
 from .log import LOG_NAME, for_run
-from ...machine.task_env import TaskFacts, plan_gpus, task_environment
+from ...machine.task_env import TaskFacts, framework_named, plan_gpus, task_environment
+from .framework_hint import framework_hint
 from .inputs import check_script, find_python
 from ..readers import program
 from ..readers.metrics import unsummed_note
@@ -65,6 +66,7 @@ class RunEngine:
         # where the tasks write event files, if not under cwd (engine/readers/tensorboard.py)
         self.logdir = (self.cwd / settings.logdir).resolve() if settings.logdir else None
         self.gpus = settings.gpus
+        self.framework = framework_named(settings.framework)  # fixed: whose variables each task gets
         launcher = settings.launcher
         self.launcher: Launcher = make_launcher(launcher, network=settings.network, warm=settings.warm) \
             if isinstance(launcher, str) else launcher
@@ -77,8 +79,9 @@ class RunEngine:
         self._init_progress()
         # Fixed: each task's GPUs, when --gpus starts them on this machine (a scheduler places its own).
         placed_here = settings.gpus and self.launcher.runs_here
-        self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env) if placed_here else (None, "")
+        self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env, self.framework) if placed_here else (None, "")
         self.say(note=note)
+        self.say(note=framework_hint(self.script, self.framework.name, {**os.environ, **self.user_env}))
 
     def _make_folder(self, runs_dir, files, keep_lines: int, outputs: tuple) -> None:
         """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json (all fixed)."""
@@ -199,7 +202,7 @@ class RunEngine:
 
     def _env(self, task: Task, config: dict) -> dict[str, str]:
         facts = TaskFacts(gpus=self.gpus, run_dir=str(self.dir), position=task.position, config=config,
-                          placement=self.gpu_placement)
+                          placement=self.gpu_placement, framework=self.framework)
         return task_environment(facts, self.user_env)  # built in machine/task_env.py only
 
     # ----- what the supervisor does (engine/live/supervisor.py), under the control lock ----------

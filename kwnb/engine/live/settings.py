@@ -19,6 +19,7 @@ from ...errors import OptionError
 from ..tasks import roles
 from .cluster import MAX_TASKS
 from .policy import ON_FAILURE
+from ...machine.task_env import FRAMEWORK_NAMES as FRAMEWORKS
 
 if TYPE_CHECKING:
     from ...backends import Launcher
@@ -79,6 +80,11 @@ class LaunchSettings:
                                     "checkpoints the training writes (tf.keras.utils.SidecarEvaluator); stopped "
                                     f"{roles.EVALUATOR_GRACE_SECONDS:g} s after training ends unless it ends first",
                              "--evaluator", action="store_true")
+    framework: str = option("tensorflow", "what the tasks train with: TensorFlow's MultiWorkerMirroredStrategy "
+                                          "(tf-keras, TF_CONFIG; default), or Keras 3 on JAX across processes "
+                                          "(KERAS_BACKEND=jax and the KERAS_DISTRIBUTION_* variables that "
+                                          "keras.distribution.initialize() reads; workers only)", "--framework",
+                            choices=FRAMEWORKS)
     # The script's process.
     env: Mapping[str, str] | None = option(None, "extra environment variable for every task (repeatable)", "--env",
                                            metavar="KEY=VALUE",
@@ -142,6 +148,11 @@ class LaunchSettings:
 
     def __post_init__(self):
         check_values({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        extra = [flag for flag, asked in (("--ps", self.ps), ("--chief", self.chief), ("--evaluator", self.evaluator))
+                 if asked]
+        if self.framework == "jax" and extra:
+            raise OptionError(f"--framework jax runs workers only (every process is one of keras.distribution's), "
+                              f"not {' or '.join(extra)}")
 
     @classmethod
     def of(cls, owner: str, **keywords) -> "LaunchSettings":

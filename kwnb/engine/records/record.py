@@ -30,7 +30,7 @@ def record_description(run) -> None:
         dir=run.dir, name=run.name, script=run.script.name, args=run.args,
         tasks=[(task.type, task.index) for task in run.task_ids], env=run.user_env,
         files=[path.name for path in run.files if path.is_file()], gpus=run.gpus, python=run.python,
-        cwd=str(run.cwd), backend=run.launcher.name, created=time.strftime("%Y-%m-%dT%H:%M:%S%z")).as_json())
+        cwd=str(run.cwd), backend=run.launcher.name, framework=run.framework.name, created=time.strftime("%Y-%m-%dT%H:%M:%S%z")).as_json())
 
 
 def record_result(run) -> None:

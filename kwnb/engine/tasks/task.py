@@ -19,6 +19,7 @@ from pathlib import Path
 from ...backends.base import Sample, TaskProcess
 from ...task.runfolder import RunFolder
 from ...task.tf_config import TaskId, address_of
+from ..readers import jax_messages as jax
 from ..readers import tf_messages as tf
 from ..readers.follow import FileFollower
 from ..readers.metrics import MetricsParser
@@ -52,8 +53,8 @@ class Observation:
 class Signals:
     """What one attempt of a task showed, for the diagnoses (engine/diagnoses/diagnose.py); reset at each start."""
 
-    server_at: float | None = None  # its gRPC server is up: it is joining
-    connected_at: float | None = None  # its coordination agent reached the service: it has joined
+    server_at: float | None = None  # its gRPC server is up (JAX: initialize() began): it is joining
+    connected_at: float | None = None  # its coordination agent reached the service (JAX: Gloo connected): joined
     waiting: tf.WaitingForPeers | None = None  # the latest count (logged by the coordination leader only)
     waiting_at: float | None = None  # when the leader's current wait began
     peer_reports: list = field(default_factory=list)  # (time, Unhealthy | PeerUnavailable)
@@ -63,6 +64,9 @@ class Signals:
     input_exhausted: tuple | None = None  # (time, InputExhausted): the first
     mismatch: tuple | None = None  # (time, CollectiveMismatch): the first
     nonfinite: tuple | None = None  # (time, NonFiniteLoss): the first loss line printed as NaN or inf
+    jax_joining: tuple | None = None  # (time, JaxJoining): jax.distributed.initialize() began
+    gloo_failure: tuple | None = None  # (time, GlooFailed): the first collective a gone peer broke
+    coordination_timeout: tuple | None = None  # (time, CoordinationTimeout): JAX's coordinator gave up on a process
     tf_config_set: dict | None = None  # {"tf_config": ..., "time": ...} when the script set its own
     progress_at: float = 0.0  # the last new output or report
     peak_rss: int = 0
@@ -91,6 +95,18 @@ class Signals:
                 self.mismatch = self.mismatch or (now, event)
             elif isinstance(event, tf.NonFiniteLoss):
                 self.nonfinite = self.nonfinite or (now, event)
+            else:
+                self._record_jax(event, now)
+
+    def _record_jax(self, event, now: float) -> None:
+        if isinstance(event, jax.JaxJoining):
+            self.server_at, self.jax_joining = self.server_at or now, self.jax_joining or (now, event)
+        elif isinstance(event, jax.GlooConnected):
+            self.connected_at = self.connected_at or now
+        elif isinstance(event, jax.GlooFailed):
+            self.gloo_failure = self.gloo_failure or (now, event)
+        elif isinstance(event, jax.CoordinationTimeout):
+            self.coordination_timeout = self.coordination_timeout or (now, event)
 
 
 
@@ -305,7 +321,7 @@ class Task(Named):
     def _took(self, lines: Lines) -> None:
         """The reader's first sink (under the run's state lock): the metrics and signals read its whole pieces."""
         self.metrics.take(lines.text)
-        self.signals.record(self._scanner.take(lines.text), time.time())
+        self.signals.record(self._scanner.take(lines.text) + jax.jax_events(lines.text), time.time())
 
     def _apply_sample(self, seen: Observation) -> None:
         if seen.sample is not None:

@@ -176,3 +176,20 @@ def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(clus
         run.stop()
     assert run.status == "failed" and "Ray lost node" in run.reason
     assert wait_for(lambda: not alive(pids), 30), alive(pids)
+
+
+def test_without_ray_the_backend_says_how_to_install_it(tmp_path):
+    """In a Python where `import ray` fails (sys.modules blocks it), as where the extra is not installed."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.modules['ray'] = None\n"
+             "import kwnb\n"
+             "try:\n"
+             f"    kwnb.launch({str(SCRIPTS / 'behave.py')!r}, 2, launcher='ray', runs_dir={str(tmp_path)!r})\n"
+             "except kwnb.KwnbError as error:\n"
+             "    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert result.stdout.strip() == '--backend ray needs Ray, which is not installed here: pip install "kwnb[ray]"', \
+        result.stdout + result.stderr

@@ -157,6 +157,26 @@ def test_doctor_checks_the_cluster_and_kwnb_on_every_node(cluster):
     assert "ray start --head" in fix
 
 
+def test_the_kernel_ending_leaves_nothing_running(cluster, tmp_path):
+    """A Python that launched a run and exits without stopping it (a kernel shut down): its exit handler ends
+    every task's processes, a child in a session of its own included, then the actors and the placement group."""
+    import subprocess
+    import sys
+
+    driver = (f"import re, time, kwnb\n"
+              f"run = kwnb.launch({str(SCRIPTS / 'behave.py')!r}, 2, args='--sleep 300 --child session', "
+              f"cwd={str(tmp_path)!r}, runs_dir={str(tmp_path / 'runs')!r}, launcher='ray', address={cluster.address!r})\n"
+              "while not all('children' in run.logs(w.position) for w in run.workers): time.sleep(0.3)\n"
+              "print('PIDS', *[w.pid for w in run.workers], *[re.search(r'children (\\d+)', run.logs(w.position))[1] "
+              "for w in run.workers], flush=True)\n")
+    result = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    line = next((line for line in result.stdout.splitlines() if line.startswith("PIDS ")), None)
+    assert result.returncode == 0 and line, result.stdout + result.stderr[-2000:]
+    pids = [int(pid) for pid in line.split()[1:]]
+    assert len(pids) == 4 and wait_for(lambda: not alive(pids), 30), alive(pids)
+
+
 def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(cluster, tmp_path):
     """Last in this file: the session's cluster has one node fewer after it. Worker 1's node goes as a failed
     machine does (SIGKILL to everything of that node); the diagnosis names the node and the task it held, and

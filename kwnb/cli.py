@@ -8,6 +8,7 @@ import queue
 import sys
 import time
 
+from .backends.catalog import RAY_ADDRESS
 from .engine.live.cluster import tf_configs
 from .engine.readers.output import Lines
 from .engine.tasks.status import Status
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: print it)")
     doctor = commands.add_parser("doctor", help="check that a run can work here, and how well: one line per check, each "
                                  "warning with its fix; exit code 1 when a run could not work")
-    add_launch_arguments(doctor, ("python",))
+    add_launch_arguments(doctor, ("python", "launcher"))
+    doctor.add_argument(*RAY_ADDRESS[0], **RAY_ADDRESS[1])
     runs = commands.add_parser("runs", help="list the runs on disk (.kwnb/runs or $KWNB_RUNS_DIR), newest first")
     runs.add_argument("--all", action="store_true", help="every run folder, not only the newest of each name")
     show = commands.add_parser("show", help="print the summary of a past run (a run name or a run folder)")
@@ -151,7 +153,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "doctor":
         from . import doctor
 
-        found = doctor.checks(args.python)
+        found = doctor.checks(args.python, backend=args.launcher, address=args.address)
         print(doctor.report(found))
         return doctor.exit_code(found)
     if args.command in ("runs", "show"):

@@ -53,7 +53,8 @@ class Check:
         return [head] + ([f"{'':17} fix: {self.fix}"] if self.fix and not self.ok else [])
 
 
-def checks(python: str | None = None, environ: dict | None = None) -> list[Check]:
+def checks(python: str | None = None, environ: dict | None = None, backend: str | None = None,
+           address: str | None = None) -> list[Check]:
     """Every check, in the order they are shown. Takes a few seconds: the TensorFlow probe imports it."""
     from .version import __version__
 
@@ -78,6 +79,9 @@ def checks(python: str | None = None, environ: dict | None = None) -> list[Check
     slurm = slurm_check()
     if slurm is not None:
         found.append(slurm)
+    if backend == "ray":  # the cluster before class (backends/ray_check.py)
+        from .backends.ray_check import ray_rows
+        found += [Check(*row) for row in ray_rows(address)]
     return found
 
 

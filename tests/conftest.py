@@ -30,3 +30,20 @@ def replayed(tmp_path_factory):
     yield started
     for run in started.values():
         run.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """The session's 3-node Ray cluster (tests/ray_support.py), stopped by pid at the end; or a skip saying why."""
+    import subprocess
+
+    import ray_support
+
+    try:
+        cluster = ray_support.start()
+    except ray_support.RayUnavailable as error:
+        pytest.skip(str(error))
+    except (OSError, subprocess.SubprocessError) as error:
+        pytest.skip(f"the test Ray cluster could not be started: {type(error).__name__}: {error}")
+    yield cluster
+    ray_support.stop(cluster)

@@ -34,7 +34,8 @@ from kwnb.errors import OptionError
 flags = [args[-1] for args, kwargs in options.LAUNCH_ARGUMENTS]
 choices = next(kwargs["choices"] for args, kwargs in options.LAUNCH_ARGUMENTS if args == ("--backend",))
 imported_to_list = sorted(m for m in sys.modules if m in ("fake_kwnb_launcher", "kwnb.backends.local",
-                                                          "kwnb.backends.slurm", "kwnb.backends.warm"))
+                                                          "kwnb.backends.slurm", "kwnb.backends.warm",
+                                                          "kwnb.backends.ray"))
 launcher = make_launcher("fake", fake_flag="on")
 try:
     make_launcher("local", fake_flag="on")
@@ -57,8 +58,8 @@ def test_a_backend_from_another_package_is_found_by_entry_point_and_imported_onl
     result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["choices"] == ["local", "slurm", "fake"]
-    assert {"--network", "--partition", "--fake-flag"} <= set(found["flags"])
+    assert found["choices"] == ["local", "slurm", "ray", "fake"]
+    assert {"--network", "--partition", "--address", "--spread", "--fake-flag"} <= set(found["flags"])
     assert found["imported_to_list"] == [], "listing options imported a backend"
     assert found["made"] == ["FakeLauncher", "on"]
     assert found["refused"] == "--fake-flag only apply with --backend fake"

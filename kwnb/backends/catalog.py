@@ -43,7 +43,20 @@ SLURM_ARGUMENTS = (
                              help="extra sbatch option, e.g. --sbatch-arg=--mem=4G (repeatable)")),
 )
 
+RAY_INSTALL = 'pip install "kwnb[ray]"'  # plain ray: actors and placement groups, no dashboard
+RAY_ADDRESS = (("--address",), dict(default=None, metavar="ADDR",
+                                     help="Ray head to join, HOST:PORT (--backend ray; default: the cluster this "
+                                          f"kernel joined, else $RAY_ADDRESS, else auto; needs {RAY_INSTALL})"))
+RAY_ARGUMENTS = (
+    RAY_ADDRESS,
+    (("--spread",), dict(action="store_true", default=None,
+                         help="one task per Ray node (STRICT_SPREAD); default: packed onto as few nodes as fit")),
+    (("--cpus-per-task",), dict(type=float, default=None, metavar="C", help="CPUs Ray reserves per task (default 1)")),
+    (("--gpus-per-task",), dict(type=float, default=None, metavar="G", help="GPUs Ray reserves per task (default 0)")),
+)
+
 BUILTIN = {
     "local": Backend("kwnb.backends.local:LocalLauncher", LOCAL_ARGUMENTS),
     "slurm": Backend("kwnb.backends.slurm:SlurmLauncher", SLURM_ARGUMENTS),
+    "ray": Backend("kwnb.backends.ray:RayLauncher", RAY_ARGUMENTS),
 }

@@ -36,6 +36,7 @@ from .jax_faults import jax_alone, jax_not_joined, jax_peer_lost
 from .diagnosis import Diagnosis, Look, ProcessFacts, RunView, signal_name
 from .oom import OomEvidence
 from .peers import peer_lost, waiting_for_peers
+from .ray_faults import ray_memory_monitor, ray_node_lost
 from ...machine.sizes import format_size
 
 # Collective failures a task raises because a peer is gone: consequences, not causes.
@@ -344,6 +345,9 @@ KINDS = (
     Kind("nan_loss", training.nan_loss),
     Kind("not_distributed", not_distributed),  # finished but wrong
     Kind("diverging", diverging),
+    # Before killed: the same SIGKILL, told by Ray; found in the same pass, these are the run's reason.
+    Kind("ray_node_lost", ray_node_lost, origin=True, ends=True),  # --backend ray: which tasks the node held
+    Kind("ray_memory_monitor", ray_memory_monitor, origin=True, ends=True, each_task=True),
     Kind("killed", killed, origin=True, ends=True, each_task=True),
     Kind("out_of_memory", None, origin=True, ends=True),  # killed's, with the OOM killer's evidence
     Kind("error", error, origin=True, ends=True, each_task=True),

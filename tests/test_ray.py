@@ -1,0 +1,215 @@
+"""The Ray backend on a real 3-node Ray cluster on this machine (tests/ray_support.py): the head in this
+machine's network namespace with no CPU for tasks, two nodes each a network host of its own. Skips, with
+the reason, where the cluster cannot be started."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import kwnb
+from kwnb.errors import LaunchError
+
+pytestmark = [pytest.mark.slow]
+
+SCRIPTS = Path(__file__).parent / "scripts"
+# Prepended to a script: the address this task reaches its peers from, before TensorFlow starts.
+WHERE = """import json as _json, os as _os, socket as _socket
+_config = _json.loads(_os.environ["TF_CONFIG"])
+_workers = _config["cluster"]["worker"]
+_peer = _workers[(_config["task"]["index"] + 1) % len(_workers)].rpartition(":")[0]
+with _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM) as _probe:
+    _probe.connect((_peer, 9))
+    print("HOST " + _json.dumps({"netns": _os.readlink("/proc/self/ns/net"), "address": _probe.getsockname()[0]}),
+          flush=True)
+"""
+
+
+@pytest.fixture
+def cluster(ray_cluster, monkeypatch):
+    for name, value in ray_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    return ray_cluster
+
+
+def launch(cluster, tmp_path: Path, script: Path, n: int, args: str = "", **options) -> kwnb.Run:
+    """As `%%kw_worker script -n N --backend ray --address ADDR ...` starts it."""
+    options.setdefault("address", cluster.address)
+    return kwnb.launch(script, n, args=args, cwd=tmp_path, runs_dir=tmp_path / "runs", launcher="ray", **options)
+
+
+def whereabouts(run) -> list[dict]:
+    return [json.loads(next(line for line in run.logs(w.position).splitlines() if line.startswith("HOST "))[5:])
+            for w in run.workers]
+
+
+def alive(pids) -> list[int]:
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_no_cluster_at_the_address_is_refused_in_one_line(cluster, tmp_path):
+    unused = f"{cluster.network.root_address.rsplit('.', 1)[0]}.250:6379"  # on the test's bridge, no host there
+    with pytest.raises(LaunchError) as refused:
+        launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, address=unused)
+    said = str(refused.value)
+    assert said.startswith(f"no Ray cluster at {unused}") and "ray start --head" in said and "\n" not in said
+
+
+def test_resources_no_node_has_are_refused_in_one_line(cluster, tmp_path):
+    with pytest.raises(LaunchError) as refused:
+        launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, cpus_per_task=64)
+    said = str(refused.value)
+    assert said.startswith("no node of the Ray cluster can hold one task of 64 CPU") and "\n" not in said
+    head = cluster.network.root_address
+    assert said.endswith(f"; nodes: {head} nothing, {cluster.node_address(0)} 2 CPU, {cluster.node_address(1)} 2 CPU: "
+                         f"lower --cpus-per-task or --gpus-per-task")  # what each node has (the head holds none)
+    with pytest.raises(LaunchError, match=r"--spread puts each task on a node of its own, and only 2 "):
+        launch(cluster, tmp_path, SCRIPTS / "behave.py", 3, spread=True)
+
+
+def test_two_workers_fit_on_two_nodes(cluster, tmp_path):
+    """--spread: one worker per node, MultiWorkerMirroredStrategy between the two namespaces."""
+    script = tmp_path / "where_fit.py"
+    script.write_text(WHERE + (SCRIPTS / "keras_fit.py").read_text())
+    run = launch(cluster, tmp_path, script, 2, args="2", spread=True)
+    try:
+        assert run.wait(timeout=400) == [0, 0], run.summary()
+    finally:
+        run.stop()
+    seen = whereabouts(run)
+    nodes = [cluster.node_address(0), cluster.node_address(1)]
+    assert sorted(s["address"] for s in seen) == nodes  # each from its own node's address
+    assert len({s["netns"] for s in seen}) == 2
+    workers = run.workers[0].tf_config["cluster"]["worker"]
+    assert sorted(address.rpartition(":")[0] for address in workers) == nodes
+    assert [w.where.split(",")[0] for w in run.workers] == [f"node {a.rpartition(':')[0]}" for a in workers]
+    history = run.history()  # read from the output the actors sent back
+    assert [row["epoch"] for row in history] == [0, 1, 2] and 0 <= history[-1]["accuracy"] <= 1
+    assert "DONE" in run.logs(0) and "DONE" in run.logs(1)
+    assert any(note.startswith("Ray placed the tasks on 2 nodes (spread)") for note in run.notes)
+    description = json.loads((run.dir / "run.json").read_text())
+    assert description["backend"] == "ray"
+
+
+def test_kill_and_restart_one_task_then_stop_leaves_nothing(cluster, tmp_path):
+    """A task killed as a lost machine, restarted on its node with its address; a stop then ends every
+    process each task started, a child in a session of its own included (which ray.kill alone leaves)."""
+    run = launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, args="--sleep 300 --child session")
+    try:
+        pattern = re.compile(r"worker (\d) children (\d+)")
+        assert wait_for(lambda: all(pattern.search(run.logs(w.position)) for w in run.workers), 120), run.summary()
+        address = run.workers[1].address
+        first = [run.workers[1].pid, int(pattern.search(run.logs(1))[2])]
+        run.kill(1)
+        assert wait_for(lambda: run.workers[1].returncode is not None, 60), run.summary()
+        assert run.workers[1].returncode == -9 and run.workers[0].returncode is None
+        assert wait_for(lambda: not alive(first), 10), alive(first)  # its child in a session of its own too
+        run.restart(1)
+        assert wait_for(lambda: len(pattern.findall(run.logs(1))) == 2, 120), run.logs(1)
+        assert run.workers[1].address == address and run.workers[1].returncode is None
+        pids = [w.pid for w in run.workers] + [int(m[1]) for w in run.workers for m in
+                                                re.finditer(r"worker \d children (\d+)", run.logs(w.position))]
+        assert len(alive(pids)) == 4
+    finally:
+        run.stop()
+    assert wait_for(lambda: not alive(pids), 30), alive(pids)
+    assert run.status == "stopped"
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.3)
+    return condition()
+
+
+def test_a_chief_two_workers_and_a_ps_on_the_cluster(cluster, tmp_path):
+    """Every role of a ParameterServerStrategy job, packed onto the two nodes (4 tasks of 1 CPU on 2 + 2)."""
+    run = launch(cluster, tmp_path, SCRIPTS / "ps_chief_fit.py", 2, chief=True, ps=1)
+    try:
+        assert run.wait(timeout=500) and run.done, run.summary()
+    finally:
+        run.stop()
+    assert run.status == "finished" and "chief done" in run.logs("chief:0"), run.summary()
+    assert [row["epoch"] for row in run.history()] == [0, 1]
+    cluster_spec = run.workers[0].tf_config["cluster"]
+    assert sorted(cluster_spec) == ["chief", "ps", "worker"] and len(cluster_spec["worker"]) == 2
+    nodes = {address.rpartition(":")[0] for addresses in cluster_spec.values() for address in addresses}
+    assert nodes == {cluster.node_address(0), cluster.node_address(1)}  # PACK fills both nodes
+
+
+def test_doctor_checks_the_cluster_and_kwnb_on_every_node(cluster):
+    from kwnb.backends.ray_check import ray_rows
+
+    rows = ray_rows(cluster.address)
+    assert [row[:2] for row in rows] == [("ray", True), ("ray cluster", True), ("ray nodes", True)], rows
+    assert rows[1][2].startswith(f"{cluster.address}: 3 nodes: ") and "kwnb runs on every node (3)" in rows[2][2]
+    unused = f"{cluster.network.root_address.rsplit('.', 1)[0]}.250:6379"
+    topic, ok, text, fix, blocking = ray_rows(unused)[1]
+    assert (topic, ok, blocking) == ("ray cluster", False, True) and text.startswith(f"no Ray cluster at {unused}")
+    assert "ray start --head" in fix
+
+
+def test_the_kernel_ending_leaves_nothing_running(cluster, tmp_path):
+    """A Python that launched a run and exits without stopping it (a kernel shut down): its exit handler ends
+    every task's processes, a child in a session of its own included, then the actors and the placement group."""
+    import subprocess
+    import sys
+
+    driver = (f"import re, time, kwnb\n"
+              f"run = kwnb.launch({str(SCRIPTS / 'behave.py')!r}, 2, args='--sleep 300 --child session', "
+              f"cwd={str(tmp_path)!r}, runs_dir={str(tmp_path / 'runs')!r}, launcher='ray', address={cluster.address!r})\n"
+              "while not all('children' in run.logs(w.position) for w in run.workers): time.sleep(0.3)\n"
+              "print('PIDS', *[w.pid for w in run.workers], *[re.search(r'children (\\d+)', run.logs(w.position))[1] "
+              "for w in run.workers], flush=True)\n")
+    result = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    line = next((line for line in result.stdout.splitlines() if line.startswith("PIDS ")), None)
+    assert result.returncode == 0 and line, result.stdout + result.stderr[-2000:]
+    pids = [int(pid) for pid in line.split()[1:]]
+    assert len(pids) == 4 and wait_for(lambda: not alive(pids), 30), alive(pids)
+
+
+def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(cluster, tmp_path):
+    """Last in this file: the session's cluster has one node fewer after it. Worker 1's node goes as a failed
+    machine does (SIGKILL to everything of that node); the diagnosis names the node and the task it held, and
+    the run's end leaves no task process on the node that is left."""
+    run = launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, args="--sleep 300 --child session", spread=True)
+    try:
+        pattern = re.compile(r"worker \d children (\d+)")
+        assert wait_for(lambda: all(pattern.search(run.logs(w.position)) for w in run.workers), 120), run.summary()
+        pids = [w.pid for w in run.workers] + [int(pattern.search(run.logs(w.position))[1]) for w in run.workers]
+        lost = run.workers[1].address.rpartition(":")[0]
+        cluster.remove_node([cluster.node_address(0), cluster.node_address(1)].index(lost))
+        assert wait_for(lambda: any(d.kind == "ray_node_lost" for d in run.diagnoses), 120), run.summary()
+        found = next(d for d in run.diagnoses if d.kind == "ray_node_lost")
+        assert found.task == 1 and found.message.startswith(f"Ray lost node {lost}, which held worker 1: ")
+        assert run.wait(timeout=120) is not None
+    finally:
+        run.stop()
+    assert run.status == "failed" and "Ray lost node" in run.reason
+    assert wait_for(lambda: not alive(pids), 30), alive(pids)
+
+
+def test_without_ray_the_backend_says_how_to_install_it(tmp_path):
+    """In a Python where `import ray` fails (sys.modules blocks it), as where the extra is not installed."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.modules['ray'] = None\n"
+             "import kwnb\n"
+             "try:\n"
+             f"    kwnb.launch({str(SCRIPTS / 'behave.py')!r}, 2, launcher='ray', runs_dir={str(tmp_path)!r})\n"
+             "except kwnb.KwnbError as error:\n"
+             "    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert result.stdout.strip() == '--backend ray needs Ray, which is not installed here: pip install "kwnb[ray]"', \
+        result.stdout + result.stderr

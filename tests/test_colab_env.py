@@ -12,12 +12,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from colab_support import ROOT, colab_python, held_versions, normalised, run_in
+from colab_support import ROOT, colab_python, held_versions, kernel_of, normalised, run_in
 
 NOTEBOOKS = ROOT / "notebooks"
 CELL_TIMEOUT = 600  # s: notebook 01 trains a baseline in the kernel, then two 2-worker runs, on 2 loaded cores
@@ -49,16 +47,6 @@ def test_a_learners_unheld_pip_install_of_kwnb_replaces_nothing_colab_holds():
     assert changed == {"kwnb": "0.1.0"}
 
 
-def colab_kernel(folder: Path) -> KernelManager:
-    """A kernel of the Colab environment, from a kernel spec of its own."""
-    spec = folder / "kernels" / "colab"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(colab_python()), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Colab's runtime", "language": "python"}))
-    return KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(folder / "kernels")]))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["00_hello_cluster.ipynb", "01_multi_worker_keras.ipynb"])
 def test_the_first_notebooks_run_in_a_colab_kernel_with_their_dashboards(name, tmp_path):
@@ -68,7 +56,7 @@ def test_the_first_notebooks_run_in_a_colab_kernel_with_their_dashboards(name, t
     notebook.cells.insert(0, new_code_cell(VERSIONS))
     env = {key: value for key, value in os.environ.items() if key not in ("PYTEST_CURRENT_TEST", "PYTHONPATH")}
     env["KWNB_OFFLINE"] = "1"  # the shipped MNIST sample: no download in a test
-    NotebookClient(notebook, timeout=CELL_TIMEOUT, km=colab_kernel(tmp_path),
+    NotebookClient(notebook, timeout=CELL_TIMEOUT, km=kernel_of(colab_python(), tmp_path),
                    resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert code[0].outputs[0].text.strip() == "(3, 13) 7.34.0 6.17.1 7.7.1"

@@ -1,8 +1,9 @@
 """kwnb on Colab's runtime as Google publishes it (constraints/colab.txt, built by `make colab-env` into
-.venv-colab): installing kwnb changes none of the versions Colab holds, and the first two notebooks run
-headless in a kernel of that environment (ipykernel 6.17, IPython 7.34, ipywidgets 7.7.1, Python 3.13), each
-training cell showing its dashboard and no cell an error. Skipped, saying why, where python3.13 or the
-environment is missing."""
+.venv-colab): installing kwnb changes none of the versions Colab holds; on its Python 3.13 every module of
+kwnb imports and `kwnb run` runs a 2-task job; and the first two notebooks run headless in a kernel of that
+environment (ipykernel 6.17, IPython 7.34, ipywidgets 7.7.1), each training cell showing its dashboard and no
+cell an error. Skipped, saying why, where python3.13 or the environment is missing. The live mode meant for
+Colab's front end is tested in this environment by tests/test_live_mode.py."""
 from __future__ import annotations
 
 import json
@@ -47,6 +48,40 @@ def test_a_learners_unheld_pip_install_of_kwnb_replaces_nothing_colab_holds():
     assert changed == {"kwnb": "0.1.0"}
 
 
+IMPORT_ALL = """
+import importlib, pkgutil, kwnb
+names = [m.name for m in pkgutil.walk_packages(kwnb.__path__, "kwnb.") if m.name != "kwnb.__main__"]
+for name in names:
+    importlib.import_module(name)
+print(len(names), kwnb.__file__)
+"""
+TWO_TASKS = """import json, os, sys
+config = json.loads(os.environ["TF_CONFIG"])
+print(f"task {config['task']['index']} of {len(config['cluster']['worker'])} on Python {sys.version_info[0]}.{sys.version_info[1]}")
+"""
+
+
+def checkout_env(**more: str) -> dict[str, str]:
+    """The environment of a process of the Colab venv: this checkout's kwnb, whichever its editable install names."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    return {**env, "PYTHONPATH": str(ROOT), **more}
+
+
+def test_on_python_313_kwnb_imports_whole_and_kwnb_run_runs_a_2_task_job(tmp_path):
+    python = colab_python()
+    imported = run_in(python, "-c", IMPORT_ALL, env=checkout_env(), cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    count, where = imported.stdout.split()
+    assert int(count) > 100 and where == str(ROOT / "kwnb" / "__init__.py")
+    assert "--workers N" in run_in(python, "-m", "kwnb", "run", "--help", env=checkout_env()).stdout
+    (tmp_path / "job.py").write_text(TWO_TASKS)
+    run = run_in(python, "-m", "kwnb", "run", "job.py", "-n", "2", cwd=tmp_path,
+                 env=checkout_env(KWNB_WARM="0", KWNB_RUNS_DIR=str(tmp_path / "runs")))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "[worker 0] task 0 of 2 on Python 3.13" in run.stdout and "[worker 1] task 1 of 2 on Python 3.13" in run.stdout
+    assert "kwnb run 'job': finished" in run.stdout and "exit codes: 0, 0" in run.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["00_hello_cluster.ipynb", "01_multi_worker_keras.ipynb"])
 def test_the_first_notebooks_run_in_a_colab_kernel_with_their_dashboards(name, tmp_path):
@@ -54,8 +89,7 @@ def test_the_first_notebooks_run_in_a_colab_kernel_with_their_dashboards(name, t
     shutil.copy(NOTEBOOKS / name, tmp_path)
     notebook = nbformat.read(tmp_path / name, as_version=4)
     notebook.cells.insert(0, new_code_cell(VERSIONS))
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTEST_CURRENT_TEST", "PYTHONPATH")}
-    env["KWNB_OFFLINE"] = "1"  # the shipped MNIST sample: no download in a test
+    env = checkout_env(KWNB_OFFLINE="1")  # the shipped MNIST sample: no download in a test
     NotebookClient(notebook, timeout=CELL_TIMEOUT, km=kernel_of(colab_python(), tmp_path),
                    resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]

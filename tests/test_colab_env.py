@@ -38,13 +38,42 @@ def test_the_colab_environment_holds_colabs_versions_with_kwnb_installed():
     assert run_in(python, "-c", "import sys; print(sys.version_info[:2])").stdout.strip() == "(3, 13)"
 
 
-def test_a_learners_unheld_pip_install_of_kwnb_replaces_nothing_colab_holds():
-    """As `!pip install kwnb[tf]` in a Colab cell would, without the constraints: pip's own plan (--dry-run)
-    installs kwnb and nothing else that Colab pins."""
-    plan = run_in(colab_python(), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", "-e", f"{ROOT}[tf]")
-    assert plan.returncode == 0, plan.stderr[-3000:]
+REPOSITORY = "git+https://github.com/kwnb/kwnb@main"  # the install cell's, the badges' repository (README's Binder)
+LESSONS = sorted(NOTEBOOKS.glob("0[0-6]*.ipynb"))
+
+
+def install_cell() -> str:
+    """The Colab-only install cell, the same in every lesson, right under the title and its Open in Colab badge."""
+    cells = {}
+    for path in LESSONS:
+        notebook = nbformat.read(path, as_version=4)
+        title, install = notebook.cells[:2]
+        assert f"(https://colab.research.google.com/github/kwnb/kwnb/blob/main/notebooks/{path.name})" in title.source
+        cells[path.name] = install.source
+    assert len(cells) == 8 and len(set(cells.values())) == 1, cells
+    return next(iter(cells.values()))
+
+
+def test_the_lessons_install_cell_installs_kwnb_on_colab_only_replacing_nothing_colab_holds(tmp_path):
+    """The lessons' first code cell, run in a kernel of Colab's runtime (IPython 7.34 reads its %pip inside the
+    `if`), this checkout in place of the repository and pip's plan (--dry-run) in place of the install: outside
+    Colab it does nothing; on Colab (a google.colab module in this kernel only) pip would install kwnb, without
+    the constraints as a learner's install goes, and nothing else that Colab pins."""
+    source = install_cell()
+    assert REPOSITORY in source and "--quiet" in source
+    plans = [tmp_path / "elsewhere.json", tmp_path / "colab.json"]
+    planned = [source.replace(REPOSITORY, ROOT.as_uri()).replace("--quiet", f"--quiet --dry-run --report {plan}")
+               for plan in plans]
+    notebook = nbformat.v4.new_notebook(cells=[
+        new_code_cell(planned[0]),
+        new_code_cell("import sys, types\nsys.modules['google.colab'] = types.ModuleType('google.colab')"),
+        new_code_cell(planned[1])])
+    NotebookClient(notebook, timeout=CELL_TIMEOUT, km=kernel_of(colab_python(), tmp_path),
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=checkout_env())
+    assert notebook.cells[0].outputs == [] and not plans[0].exists()
+    assert plans[1].exists(), notebook.cells[2].outputs
     changed = {normalised(item["metadata"]["name"]): item["metadata"]["version"]
-               for item in json.loads(plan.stdout)["install"]}
+               for item in json.loads(plans[1].read_text())["install"]}
     assert changed == {"kwnb": "0.1.0"}
 
 

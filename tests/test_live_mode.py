@@ -27,7 +27,7 @@ import threading, ipywidgets
 cell_thread, sends = threading.get_ident(), []
 _send_state = ipywidgets.Widget.send_state
 def _recorded(self, key=None):
-    sends.append(threading.current_thread().name if threading.get_ident() != cell_thread else "cell")
+    sends.append((threading.current_thread().name if threading.get_ident() != cell_thread else "cell", self.model_id))
     return _send_state(self, key)
 ipywidgets.Widget.send_state = _recorded
 import kwnb
@@ -36,13 +36,14 @@ import kwnb
 
 
 def job(pids: Path, steps: int) -> str:
-    """A 2-task job that writes each task's pid, then prints a step every 0.2 s."""
+    """A 2-task job that writes each task's pid, then prints a Keras progress line (a step, its loss) every 0.2 s."""
     return textwrap.dedent(f"""\
         %%kw_worker job.py -n 2
         import os, time
         open(os.path.join({str(pids)!r}, str(os.getpid())), "w").close()
-        for step in range({steps}):
-            print(f"step {{step}}", flush=True)
+        print("Epoch 1/1", flush=True)
+        for step in range(1, {steps} + 1):
+            print(f"{{step}}/{steps} [==>.......] - ETA: 1s - loss: {{1 / step:.4f}}", flush=True)
             time.sleep(0.2)
         """)
 
@@ -127,7 +128,10 @@ def test_on_colab_the_cell_follows_the_run_and_sends_every_update_itself(python,
         took = time.monotonic() - started
         assert reply["status"] == "ok", reply
         assert kernel.value("kwnb.get_run('job').status == 'finished'") == "True"
-        assert kernel.value("sorted(set(sends))") == "['cell']", "a widget was changed from another thread"
+        assert kernel.value("sorted({thread for thread, _ in sends})") == "['cell']", "a widget changed in another thread"
+        # The curves, drawn in a thread of their own while the run went and at its end, shown by the cell.
+        curves = "next(iter(__import__('kwnb.notebook.dashboard').notebook.dashboard._dashboards.values())).curves.model_id"
+        assert int(kernel.value(f"sum(model == {curves} for _, model in sends)")) >= 2
         assert kernel.value("__import__('google.colab.output').colab.output.calls") == "[1]"
         later, _ = kernel.run("import time; time.sleep(1.5)")  # a dashboard thread would go on sending
     finally:
@@ -157,7 +161,7 @@ def test_interrupting_the_cell_stops_the_run(python, tmp_path, kernel_env):
         status = kernel.value("kwnb.get_run('job').status == 'stopped'")
         tasks = [int(path.name) for path in pids.iterdir()]
         left = [pid for pid in tasks if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-        assert kernel.value("sorted(set(sends))") == "['cell']"
+        assert kernel.value("sorted({thread for thread, _ in sends})") == "['cell']"
     finally:
         kernel.close()
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
@@ -178,7 +182,23 @@ def test_elsewhere_the_cell_returns_at_once_and_a_thread_keeps_the_dashboard(tmp
         _, reply = kernel.run(job(pids, steps=15))
         took = time.monotonic() - started
         kernel.run("kwnb.get_run('job').wait(60)")
-        assert kernel.value("'kwnb-dashboard-job' in set(sends)") == "True"
+        assert kernel.value("'kwnb-dashboard-job' in {thread for thread, _ in sends}") == "True"
     finally:
         kernel.close()
     assert reply["status"] == "ok" and took < 15 * 0.2
+
+
+def test_kwnb_live_says_which_mode_and_a_wrong_word_is_refused(monkeypatch):
+    from kwnb.errors import KwnbError
+    from kwnb.notebook import live_mode
+
+    monkeypatch.setattr(live_mode, "on_colab", lambda: True)
+    for value, mode in [("", "cell"), ("auto", "cell"), ("thread", "thread"), ("Cell", "cell")]:
+        monkeypatch.setenv("KWNB_LIVE", value)
+        assert live_mode.live_mode() == mode
+    monkeypatch.setattr(live_mode, "on_colab", lambda: False)
+    monkeypatch.delenv("KWNB_LIVE")
+    assert live_mode.live_mode() == "thread"
+    monkeypatch.setenv("KWNB_LIVE", "colab")
+    with pytest.raises(KwnbError, match="KWNB_LIVE must be one of auto, cell, thread, not 'colab'"):
+        live_mode.live_mode()

@@ -2,11 +2,14 @@
 in it), or why it is missing: the tests that need it skip saying so."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
 
 ROOT = Path(__file__).resolve().parents[1]
 COLAB_VENV = ROOT / ".venv-colab"
@@ -36,3 +39,13 @@ def colab_python() -> Path:
 
 def run_in(python: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def kernel_of(python: Path, folder: Path) -> KernelManager:
+    """A kernel of that interpreter, from a kernel spec of its own under `folder`."""
+    spec = folder / "kernels" / "under-test"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"Python ({python})", "language": "python"}))
+    return KernelManager(kernel_name="under-test", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(folder / "kernels")]))

@@ -1,8 +1,9 @@
 """kwnb on Colab's runtime as Google publishes it (constraints/colab.txt, built by `make colab-env` into
-.venv-colab): installing kwnb changes none of the versions Colab holds, and the first two notebooks run
-headless in a kernel of that environment (ipykernel 6.17, IPython 7.34, ipywidgets 7.7.1, Python 3.13), each
-training cell showing its dashboard and no cell an error. Skipped, saying why, where python3.13 or the
-environment is missing."""
+.venv-colab): installing kwnb changes none of the versions Colab holds; on its Python 3.13 every module of
+kwnb imports and `kwnb run` runs a 2-task job; and the first two notebooks run headless in a kernel of that
+environment (ipykernel 6.17, IPython 7.34, ipywidgets 7.7.1), each training cell showing its dashboard and no
+cell an error. Skipped, saying why, where python3.13 or the environment is missing. The live mode meant for
+Colab's front end is tested in this environment by tests/test_live_mode.py."""
 from __future__ import annotations
 
 import json
@@ -12,12 +13,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from colab_support import ROOT, colab_python, held_versions, normalised, run_in
+from colab_support import ROOT, colab_python, held_versions, kernel_of, normalised, run_in
 
 NOTEBOOKS = ROOT / "notebooks"
 CELL_TIMEOUT = 600  # s: notebook 01 trains a baseline in the kernel, then two 2-worker runs, on 2 loaded cores
@@ -39,24 +38,77 @@ def test_the_colab_environment_holds_colabs_versions_with_kwnb_installed():
     assert run_in(python, "-c", "import sys; print(sys.version_info[:2])").stdout.strip() == "(3, 13)"
 
 
-def test_a_learners_unheld_pip_install_of_kwnb_replaces_nothing_colab_holds():
-    """As `!pip install kwnb[tf]` in a Colab cell would, without the constraints: pip's own plan (--dry-run)
-    installs kwnb and nothing else that Colab pins."""
-    plan = run_in(colab_python(), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", "-e", f"{ROOT}[tf]")
-    assert plan.returncode == 0, plan.stderr[-3000:]
+REPOSITORY = "git+https://github.com/kwnb/kwnb@main"  # the install cell's, the badges' repository (README's Binder)
+LESSONS = sorted(NOTEBOOKS.glob("0[0-6]*.ipynb"))
+
+
+def install_cell() -> str:
+    """The Colab-only install cell, the same in every lesson, right under the title and its Open in Colab badge."""
+    cells = {}
+    for path in LESSONS:
+        notebook = nbformat.read(path, as_version=4)
+        title, install = notebook.cells[:2]
+        assert f"(https://colab.research.google.com/github/kwnb/kwnb/blob/main/notebooks/{path.name})" in title.source
+        cells[path.name] = install.source
+    assert len(cells) == 8 and len(set(cells.values())) == 1, cells
+    return next(iter(cells.values()))
+
+
+def test_the_lessons_install_cell_installs_kwnb_on_colab_only_replacing_nothing_colab_holds(tmp_path):
+    """The lessons' first code cell, run in a kernel of Colab's runtime (IPython 7.34 reads its %pip inside the
+    `if`), this checkout in place of the repository and pip's plan (--dry-run) in place of the install: outside
+    Colab it does nothing; on Colab (a google.colab module in this kernel only) pip would install kwnb, without
+    the constraints as a learner's install goes, and nothing else that Colab pins."""
+    source = install_cell()
+    assert REPOSITORY in source and "--quiet" in source
+    plans = [tmp_path / "elsewhere.json", tmp_path / "colab.json"]
+    planned = [source.replace(REPOSITORY, ROOT.as_uri()).replace("--quiet", f"--quiet --dry-run --report {plan}")
+               for plan in plans]
+    notebook = nbformat.v4.new_notebook(cells=[
+        new_code_cell(planned[0]),
+        new_code_cell("import sys, types\nsys.modules['google.colab'] = types.ModuleType('google.colab')"),
+        new_code_cell(planned[1])])
+    NotebookClient(notebook, timeout=CELL_TIMEOUT, km=kernel_of(colab_python(), tmp_path),
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=checkout_env())
+    assert notebook.cells[0].outputs == [] and not plans[0].exists()
+    assert plans[1].exists(), notebook.cells[2].outputs
     changed = {normalised(item["metadata"]["name"]): item["metadata"]["version"]
-               for item in json.loads(plan.stdout)["install"]}
+               for item in json.loads(plans[1].read_text())["install"]}
     assert changed == {"kwnb": "0.1.0"}
 
 
-def colab_kernel(folder: Path) -> KernelManager:
-    """A kernel of the Colab environment, from a kernel spec of its own."""
-    spec = folder / "kernels" / "colab"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(colab_python()), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Colab's runtime", "language": "python"}))
-    return KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(folder / "kernels")]))
+IMPORT_ALL = """
+import importlib, pkgutil, kwnb
+names = [m.name for m in pkgutil.walk_packages(kwnb.__path__, "kwnb.") if m.name != "kwnb.__main__"]
+for name in names:
+    importlib.import_module(name)
+print(len(names), kwnb.__file__)
+"""
+TWO_TASKS = """import json, os, sys
+config = json.loads(os.environ["TF_CONFIG"])
+print(f"task {config['task']['index']} of {len(config['cluster']['worker'])} on Python {sys.version_info[0]}.{sys.version_info[1]}")
+"""
+
+
+def checkout_env(**more: str) -> dict[str, str]:
+    """The environment of a process of the Colab venv: this checkout's kwnb, whichever its editable install names."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    return {**env, "PYTHONPATH": str(ROOT), **more}
+
+
+def test_on_python_313_kwnb_imports_whole_and_kwnb_run_runs_a_2_task_job(tmp_path):
+    python = colab_python()
+    imported = run_in(python, "-c", IMPORT_ALL, env=checkout_env(), cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    count, where = imported.stdout.split()
+    assert int(count) > 100 and where == str(ROOT / "kwnb" / "__init__.py")
+    assert "--workers N" in run_in(python, "-m", "kwnb", "run", "--help", env=checkout_env()).stdout
+    (tmp_path / "job.py").write_text(TWO_TASKS)
+    run = run_in(python, "-m", "kwnb", "run", "job.py", "-n", "2", cwd=tmp_path,
+                 env=checkout_env(KWNB_WARM="0", KWNB_RUNS_DIR=str(tmp_path / "runs")))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "[worker 0] task 0 of 2 on Python 3.13" in run.stdout and "[worker 1] task 1 of 2 on Python 3.13" in run.stdout
+    assert "kwnb run 'job': finished" in run.stdout and "exit codes: 0, 0" in run.stdout
 
 
 @pytest.mark.slow
@@ -66,9 +118,8 @@ def test_the_first_notebooks_run_in_a_colab_kernel_with_their_dashboards(name, t
     shutil.copy(NOTEBOOKS / name, tmp_path)
     notebook = nbformat.read(tmp_path / name, as_version=4)
     notebook.cells.insert(0, new_code_cell(VERSIONS))
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTEST_CURRENT_TEST", "PYTHONPATH")}
-    env["KWNB_OFFLINE"] = "1"  # the shipped MNIST sample: no download in a test
-    NotebookClient(notebook, timeout=CELL_TIMEOUT, km=colab_kernel(tmp_path),
+    env = checkout_env(KWNB_OFFLINE="1")  # the shipped MNIST sample: no download in a test
+    NotebookClient(notebook, timeout=CELL_TIMEOUT, km=kernel_of(colab_python(), tmp_path),
                    resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert code[0].outputs[0].text.strip() == "(3, 13) 7.34.0 6.17.1 7.7.1"

@@ -6,6 +6,10 @@ late (seconds, while the tasks keep both cores busy) never holds the dashboard's
 time: a refresh while one is going asks again at the next refresh. At most once every CURVES_SECONDS,
 longer where a draw would take more than CURVES_CPU_SHARE of a core (a slow Binder machine), and only when
 something moved. At the end, and for a past run, the picture is the curves.png the run saved.
+
+The drawing thread only makes the picture: the widgets are changed by whoever refreshes or settles the view
+(the dashboard's thread, or the cell that follows a run on Colab, whose front end paints nothing sent from
+another thread: notebook/live_mode.py).
 """
 from __future__ import annotations
 
@@ -49,9 +53,11 @@ class CurvesView:
         self._shown, self._at, self._gap = None, 0.0, CURVES_SECONDS  # what was drawn last, when, the wait after
         self._drawing: threading.Thread | None = None
         self._final = False  # the run's last picture is shown: a live draw finishing later must not replace it
+        self._drawn: bytes | None = None  # a picture the drawing thread made, shown at the next refresh or settle
 
     def refresh(self, run, force: bool = False) -> None:
         """Redraw if something moved and the gap has passed (`force`: whatever the gap, and in this thread)."""
+        self._show_drawn()
         key, now = moved(run), time.monotonic()
         with self._lock:
             if key == self._shown or (not force and (now - self._at < self._gap or self._drawing is not None)):
@@ -60,18 +66,18 @@ class CurvesView:
         if saved is not None:
             self._show(saved.read_bytes(), 0.0, key, now, final=True)
         elif force:
-            self._draw(run, key, now)
+            self._draw(run, key, now, here=True)
         else:
             with self._lock:
                 self._drawing = threading.Thread(target=self._draw, args=(run, key, now), daemon=True,
                                                  name=f"kwnb-curves-{run.name}")
                 self._drawing.start()
 
-    def _draw(self, run, key: tuple, now: float) -> None:
+    def _draw(self, run, key: tuple, now: float, here: bool = False) -> None:
         try:
             png, cost = self._draw_png(run)
             if png is not None:
-                self._show(png, cost, key, now, final=run.done)
+                self._show(png, cost, key, now, final=run.done, here=here)
         finally:
             with self._lock:
                 if self._drawing is threading.current_thread():
@@ -90,12 +96,24 @@ class CurvesView:
         cpu = time.thread_time()
         return self._live.png(series), time.thread_time() - cpu
 
-    def _show(self, png: bytes, cost: float, key: tuple, now: float, final: bool) -> None:
+    def _show(self, png: bytes, cost: float, key: tuple, now: float, final: bool, here: bool = True) -> None:
+        """Record the picture; shown now when drawn in the refreshing thread, else at its next refresh."""
         with self._lock:
             if self._final and not final:
                 return
             self._final = final
             self._shown, self._at, self._gap = key, now, curves_gap(cost)
+            self._drawn = None if here else png
+        if here:
+            self._set_image(png)
+
+    def _show_drawn(self) -> None:
+        with self._lock:
+            png, self._drawn = self._drawn, None
+        if png is not None:
+            self._set_image(png)
+
+    def _set_image(self, png: bytes) -> None:
         self.image.value = png
         self.image.layout.display = None
         self.note.value = ""
@@ -106,3 +124,4 @@ class CurvesView:
             drawing = self._drawing
         if drawing is not None:
             drawing.join(timeout)
+        self._show_drawn()

@@ -49,7 +49,7 @@ class Dashboard:
 
     `source` is a Run or a past run (engine/records/past.py): anything with `snapshot()` and `done`."""
 
-    def __init__(self, source, parent=None):
+    def __init__(self, source, parent=None, follow: bool = True):
         self.run = source
         self.display_id = f"kwnb-{uuid.uuid4().hex}"  # the widgets' output, updated in place when the run ends
         self.account_id = f"{self.display_id}-account"  # the static account's output, and the class that hides it
@@ -60,6 +60,7 @@ class Dashboard:
         tasks = snapshot.tasks
         self._curves = CurvesView(self.display_id, f"{snapshot.name} (chief)")
         self._make_widgets(source, len(tasks))
+        self._every_tab = not follow  # followed from a cell (live_mode.py): no tab click reaches the kernel meanwhile
         self._timeline_at = time.monotonic()  # first drawn TIMELINE_SECONDS in, when there is something to see
         self._timeline_gap = TIMELINE_SECONDS
         self._timeline_phases = -1
@@ -72,8 +73,12 @@ class Dashboard:
         self._summary_sent = False  # the account last sent carried the summary
         self._parents: list[dict] = [parent] if parent else []  # the cells that showed it (see _update_display)
         self.refresh(force_curves=True, snapshot=snapshot)
-        self._thread = threading.Thread(target=self._follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
-        self._thread.start()
+        self._thread = None  # or the cell follows it (live_mode.py), where its Stop would wait for the cell's end
+        if follow:
+            self._thread = threading.Thread(target=self.follow, name=f"kwnb-dashboard-{snapshot.name}", daemon=True)
+            self._thread.start()
+        else:
+            self.stop_button.layout.display = "none"
 
     def _make_widgets(self, source, count: int) -> None:
         """The title and Stop, the guide line, the banner, the overview, a tab per task, the curves and the timeline."""
@@ -137,7 +142,7 @@ class Dashboard:
             self._set(self.banner, "value", missing_html(run.missing) + diagnoses_html(diagnoses))
             self._set(self.overview, "value", overview_html(run, diagnoses))
             for i in range(len(run.tasks)):
-                if i == self.tabs.selected_index or run.done:  # a hidden tab: when it is shown
+                if i == self.tabs.selected_index or run.done or self._every_tab:  # a hidden tab: when shown
                     self._refresh_tab(i)
             self._curves.refresh(run, force_curves)
             self._refresh_timeline(run, force_curves and run.done)  # at the first display there is nothing to draw yet
@@ -197,7 +202,7 @@ class Dashboard:
         if getattr(widget, name) != value:  # unchanged values send nothing to the browser
             setattr(widget, name, value)
 
-    def _follow(self) -> None:
+    def follow(self) -> None:
         # The run is done when its tasks have ended; its pictures follow (pictures/outputs.py), and the
         # final account shows them: `settle` (%kw_wait, --wait) waits for this thread, wait() does not.
         while not self.run.done:
@@ -323,7 +328,7 @@ def _live_timeline(run) -> bytes | None:
 def settle(run, timeout: float = 10.0 + DRAW_TIMEOUT) -> None:
     """Let a run's dashboard draw its final state, its pictures drawn: a headless notebook saves widgets as they are."""
     dashboard = _dashboards.get(run)
-    if dashboard is not None:
+    if dashboard is not None and dashboard._thread is not None:  # a cell that followed it saw its end
         dashboard._thread.join(timeout)
 
 
@@ -340,7 +345,7 @@ def settle_ended(_result=None) -> None:
     messages of the cell it runs and saves after the last one: a last cell `run.wait()`, which returns when
     the tasks have ended, before the pictures, would leave the account unfinished (%kw_wait settles itself)."""
     for run, dashboard in list(_dashboards.items()):
-        if run.done and dashboard._shown and not dashboard._final_sent:
+        if run.done and dashboard._shown and not dashboard._final_sent and dashboard._thread is not None:
             dashboard._thread.join(10.0 + DRAW_TIMEOUT)
 
 
@@ -349,8 +354,9 @@ def forget(run) -> None:
     _dashboards.pop(run, None)
 
 
-def dashboard_for(run, parent=None) -> Dashboard:
-    """One dashboard per run: showing a Run twice shows the same live widgets."""
+def dashboard_for(run, parent=None, follow: bool = True) -> Dashboard:
+    """One dashboard per run: showing a Run twice shows the same live widgets. `follow=False`: the caller keeps
+    it current (live_mode.py)."""
     if run not in _dashboards:
-        _dashboards[run] = Dashboard(run, parent=parent)
+        _dashboards[run] = Dashboard(run, parent=parent, follow=follow)
     return _dashboards[run]

@@ -114,23 +114,31 @@ class KwnbMagics(Magics):
         (%%kw_worker main.py -n 2 -- --epochs 3), as with --args "--epochs 3".
 
         Returns at once with a live dashboard (a tab per worker: status, elapsed time, progress,
-        log; the chief's curves), unless --wait. The run is also available as kwnb.get_run(NAME).
+        log; the chief's curves), unless --wait, or on Colab, where the cell follows the run until it ends
+        (interrupting it stops the run; KWNB_LIVE chooses). The run is also available as kwnb.get_run(NAME).
         """
         own, _ = split_script_args(arg_split(line))  # split as every magic's line is (quotes kept)
         _, script_args = split_script_args(arg_split(line, posix=True))  # the script's words, as a shell gives them
         args = self.kw_worker.parser.parse_args(own)
-        from .show import DashboardUnavailable, check_widgets, show_run
+        from .live_mode import live_mode
+        from .show import DashboardUnavailable, check_widgets, follow_in_cell, show_run
 
         try:
             options = launch_options(args, script_args)
             script = write_cell(args.file, cell)
             check_widgets()  # where the dashboard cannot be drawn, before any task starts
+            in_cell = live_mode() == "cell"
             run = api.launch(script, files=list(self.job_files), **options)
         except KwnbError as error:
             raise UsageError(str(error)) from None
         except DashboardUnavailable as error:
             raise UsageError(f"the dashboard cannot be drawn here ({error}); nothing started") from None
         self._print_notes(run)
+        if in_cell:  # the front end paints only what this cell sends (live_mode.py)
+            follow_in_cell(run, summary_below=args.wait)
+            if args.wait:
+                self._print_summary(run)
+            return None
         if args.wait:
             show_run(run)
             if not self._wait_and_summarise(run):

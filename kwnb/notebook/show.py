@@ -5,11 +5,14 @@ A learner who sees a red cell runs it again and starts a second run; one whose r
 screen cannot stop it. So `%%kw_worker` checks that this ipywidgets has what the dashboard needs
 (check_widgets) before any task starts, and where it has not, starts nothing; a failure later (showing a
 run, `%kw_show`) shows the static account (notebook/static.py) with the magics that wait for and stop it.
+Where the front end paints only what the running cell sends (Colab), the cell follows the run instead of
+returning (`follow_in_cell`; notebook/live_mode.py says why and when).
 """
 from __future__ import annotations
 
 import ipywidgets as widgets
 
+from .live_mode import STOP_HINT, enable_widget_manager
 from .static import static_html
 from .widgets_compat import unbridged
 
@@ -30,14 +33,16 @@ def check_widgets() -> None:
         raise DashboardUnavailable(f"ipywidgets {widgets.__version__} has no {' and no '.join(missing)}")
 
 
-def show_run(run) -> None:
-    """The run's dashboard; where it cannot be drawn, why in one line and the run's text account."""
+def show_run(run) -> bool:
+    """The run's dashboard (True); where it cannot be drawn, why in one line and the run's text account."""
     from IPython.display import display
 
     from .dashboard import dashboard_for, forget
 
     try:
+        enable_widget_manager()  # on Colab, before its first widget
         dashboard_for(run).show()
+        return True
     except Exception as error:
         forget(run)
         live = hasattr(run, "stop") and not run.done
@@ -45,3 +50,25 @@ def show_run(run) -> None:
         print(f"kwnb: the dashboard cannot be shown here ({_why(error)}){going}")
         snapshot = run.snapshot()
         display({"text/html": static_html(snapshot, summary=snapshot.done), "text/plain": repr(run)}, raw=True)
+        return False
+
+
+def follow_in_cell(run, summary_below: bool = False) -> None:
+    """Show the run's dashboard and keep it current from this cell until the run ends, its pictures included.
+    Interrupted, the run is stopped (TERM, then KILL after its grace), its final state drawn, and the
+    interrupt raised again so that the cells queued after this one do not run. `summary_below`: the caller
+    prints the run's summary after it (--wait), which the dashboard's final account then leaves out."""
+    from .dashboard import dashboard_for, summary_printed_below
+
+    dashboard = dashboard_for(run, follow=False)
+    try:
+        if not show_run(run):  # it could not be shown: show_run said why, and how to wait for and stop the run
+            return
+        summary_printed_below(run, summary_below)
+        print(f"kwnb: the dashboard follows {run.name!r} from this cell until it ends; {STOP_HINT}")
+        dashboard.follow()
+    except KeyboardInterrupt:  # from the first widget on: no run goes on behind an interrupted cell
+        print(f"kwnb: interrupted; stopping run {run.name!r}")
+        run.stop()
+        dashboard.follow()  # the final state, from this cell
+        raise

@@ -55,7 +55,7 @@ def test_a_local_runs_tasks_get_the_session_and_kwnbs_variables(tmp_path, monkey
     run, seen = seen_by_tasks(tmp_path)
     for position, items in enumerate(seen):
         # KWNB_PARENT_PID is the bootstrap's, which takes it out of the script's environment.
-        expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+        expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "0", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                     "CUDA_VISIBLE_DEVICES": "-1", "KWNB_RUN_DIR": str(run.dir), "KWNB_WORKER": str(position),
                     "TF_CONFIG": tf_config_of(run, position), **threads(2),
                     "TMPDIR": private_temp(), "TEMP": private_temp(), "TMP": private_temp()}
@@ -104,7 +104,7 @@ def test_the_users_env_wins_but_gpu_placement_wins_over_it(tmp_path, monkeypatch
             "CUDA_VISIBLE_DEVICES": "3"}  # the pool to choose from: one GPU for two tasks, shared, with memory growth
     run, seen = seen_by_tasks(tmp_path, env=user, gpus=True)
     for position, items in enumerate(seen):
-        expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+        expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "0", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                     "KWNB_RUN_DIR": str(run.dir), "KWNB_WORKER": str(position),
                     "TF_CONFIG": tf_config_of(run, position), **user,
                     "CUDA_VISIBLE_DEVICES": "3", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
@@ -120,7 +120,7 @@ def test_the_warm_pool_prepares_a_default_runs_environment(tmp_path, monkeypatch
     prepared = []
     monkeypatch.setattr(POOL, "prepare", lambda python, env, cwd, count, private, **imports: prepared.append((python, env, count)))
     prewarm(2).join(30)
-    expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+    expected = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "0", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                 "CUDA_VISIBLE_DEVICES": "-1", **threads(2),
                 "TMPDIR": private_temp(), "TEMP": private_temp(), "TMP": private_temp()}
     assert [(python, list(env.items()), count) for python, env, count in prepared] == \
@@ -153,7 +153,7 @@ def test_a_slurm_job_gets_the_tasks_environment_less_what_is_per_task(tmp_path, 
     given = dict(items)
     session = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
     tasks = [{"type": "worker", "index": i, "log": str(run.dir / f"worker-{i}.log")} for i in range(2)]
-    expected = {**session, "TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+    expected = {**session, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "0", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                 "CUDA_VISIBLE_DEVICES": "-1", "KWNB_RUN_DIR": str(run.dir), "DATA": "x",
                 "KWNB_SLURM_TASKS": json.dumps(tasks), "KWNB_SLURM_PORT_BASE": given.get("KWNB_SLURM_PORT_BASE"),
                 "KWNB_SLURM_HEARTBEAT": str(run.dir / "slurm-heartbeat")}
@@ -260,3 +260,13 @@ def test_another_framework_brings_its_own_variables_in_tensorflows_place():
         ("KWNB_WORKER", "1"), ("KERAS_DISTRIBUTION_PROCESS_ID", "1"), ("DATA", "x")]
     assert task_env.pod_environment({"DATA": "x"}, other) == {"KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1",
                                                               "DATA": "x"}
+
+
+def test_tensorflows_joining_lines_survive_a_session_that_imported_jax(monkeypatch):
+    # jax's __init__ does os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1"), and TensorFlow 2.21 imports jax where
+    # it is installed: a kernel that read event files has it. Its tasks must still write TensorFlow's INFO lines.
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "1")
+    assert task_env.task_environment(here=True)["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    assert task_env.task_environment(user={"TF_CPP_MIN_LOG_LEVEL": "2"})["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    jax_env = task_env.task_environment(task_env.TaskFacts(framework=task_env.JAX))
+    assert jax_env["TF_CPP_MIN_LOG_LEVEL"] == "1"  # a JAX task's own: jax sets it there anyway

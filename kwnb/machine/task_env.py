@@ -105,6 +105,12 @@ TENSORFLOW = Framework("tensorflow", (
     Variable("TF_USE_LEGACY_KERAS", Step.DEFAULT, _always("1"),
              "Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can", set_by="kwnb, for every task and pod",
              in_pods=True, keyed=False),  # read when tf.keras is first touched: after a warm interpreter's hand-off
+    # jax's __init__ sets TF_CPP_MIN_LOG_LEVEL=1 in os.environ (setdefault), and TensorFlow 2.21 imports jax where
+    # it is installed: a kernel that imported TensorFlow (TensorBoard's event reader) would pass the 1 on to every
+    # task and warm interpreter started after it, and their joining lines (INFO) would never be written.
+    Variable("TF_CPP_MIN_LOG_LEVEL", Step.DEFAULT, _always("0"),
+             "TensorFlow's INFO lines say when a task joins its cluster, which kwnb's phases and diagnoses read; "
+             "the screen folds them away (--env TF_CPP_MIN_LOG_LEVEL=1 hides them, and with them that evidence)"),
     Variable("TF_CONFIG", Step.CLUSTER, _tf_config, "the cluster and this task's place in it",
              set_by="kwnb where it placed the tasks; on a Slurm node task/slurm_env.py, in a Job's pod "
                     "task/k8s_entry.py, in a TFJob's the training operator", keyed=False, per_task=True),

@@ -1,7 +1,7 @@
 """The corpus (tests/corpus/, issue 29 item 6) under kwnb: every entry's verdict, clean ones silent and wrong ones
 told with the right kind. The programs run 4 at a time, each once per session (outcomes): 6 min 41 s for the 27
 entries on 2 cores with others' tests running (load average 4-10), over the 4 minutes wished for; 15 on CI. Issue 39
-added 11 (38 in all, 21 on CI): at a load average of 31-47 they took 1108 s alone. An entry that `awaits` work
+added 11 (38 in all, 21 on CI): alone they took 1108 s at a load average of 31-47, 390 s as it fell from 38 to 2. An entry that `awaits` work
 kwnb's right verdict needs is a strict expected failure. Public programs need a local snapshot of their repository (tests/corpus/snapshots.py):
 where there is none (CI reaches only package registries) they are skipped, saying so. benchmarks/corpus.py also
 runs each entry by hand and compares."""

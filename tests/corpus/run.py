@@ -60,7 +60,8 @@ def kwnb_outcome(run: kwnb.Run) -> Outcome:
 
 
 def by_hand(entry: Entry, folder: Path) -> Outcome:
-    script = entry.write(folder / "program")
+    program = folder / "program"  # the working directory, as under kwnb: what a program saves stays out of the tree
+    script = entry.write(program)
     tasks = roles(entry)
     ports = [portpicker.pick_unused_port() for _ in tasks]
     cluster: dict[str, list[str]] = {}
@@ -72,7 +73,7 @@ def by_hand(entry: Entry, folder: Path) -> Outcome:
         env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}),
                "CUDA_VISIBLE_DEVICES": "-1", "PYTHONUNBUFFERED": "1", "TF_USE_LEGACY_KERAS": "1", **entry.env}
         with open(folder / f"{kind}-{index}.log", "wb") as log:
-            procs.append(subprocess.Popen([sys.executable, str(script), *entry.args], cwd=script.parent, env=env,
+            procs.append(subprocess.Popen([sys.executable, str(script), *entry.args], cwd=program, env=env,
                                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           start_new_session=True))
     try:

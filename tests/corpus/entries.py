@@ -4,7 +4,9 @@ A verdict is the set of diagnosis kinds kwnb must give (none: a clean run, kwnb 
 given, words one of them must contain (the fix of a known error). `by_hand` is each task's exit code when the
 program is started with plain subprocess.Popen and its own TF_CONFIG (benchmarks/corpus.py; None: the task was
 still running, a ps or worker that only serves, and was killed once the chief ended). The learner mistakes are
-tests/corpus/mistakes/; the public programs are made from snapshots (snapshots.py), each edit said here.
+tests/corpus/mistakes/; the askers' programs of questions and bug reports, rewritten small, tests/corpus/reports/
+(each names its thread); the public programs are made from snapshots (snapshots.py), each edit said here. An
+entry whose right verdict kwnb cannot give yet says what it `awaits`: its test is expected to fail until then.
 """
 from __future__ import annotations
 
@@ -14,13 +16,22 @@ from pathlib import Path
 from .snapshots import SAMPLE, Snapshot, Source
 
 MISTAKES = Path(__file__).parent / "mistakes"
+REPORTS = Path(__file__).parent / "reports"
 TF_DOCS = "tensorflow/docs"
 TF_DOCS_COMMIT = "7c3650212740204359d4ceae481abc79345541be"
 KUBEFLOW = "kubeflow/training-operator"
 KUBEFLOW_TF2 = "ec176e3971a296a292edf1c2505a58010a6e0519"  # "Update tf job examples to tf v2 (#2270)"
 KUBEFLOW_TF1 = "e1505acfa92e6be287ff2f6af41926bf61119902"  # its parent: the TensorFlow 1 examples
+KERAS = "keras-team/keras"  # Keras 3: its guides are keras.io's (keras-io builds them from these files)
+KERAS_COMMIT = "3422977a5e38fb2f7709aaa9a08e47f0c43d0f60"
 APACHE = "Apache-2.0"
 MNIST_SAMPLE = ("tf.keras.datasets.mnist.load_data()", SAMPLE)
+
+
+def mnist_sample(train: int, test: int) -> str:
+    """The first `train` and `test` digits of kwnb's sample, in load_data()'s structure (a few steps' worth)."""
+    return (f"(lambda s: ((s[0][0][:{train}], s[0][1][:{train}]), (s[1][0][:{test}], s[1][1][:{test}])))"
+            f"({SAMPLE})")
 
 
 @dataclass(frozen=True)
@@ -31,14 +42,18 @@ class Entry:
     by_hand: tuple[int | None, ...] = (0, 0)  # exit codes in kwnb's task order (workers; chief first; ps last)
     says: str = ""  # words a diagnosis must contain
     any_order: bool = False  # by_hand's codes in any order: which task gets them is a race (a port both bind)
+    race: bool = False  # whether a task fails at all is a race (two saves of one path): by_hand and kinds are the
+    # worst case; a run where fewer tasks failed, and fewer of the kinds were given, holds too (`says` still must)
     n: int = 2
     ps: int = 0
     chief: bool = False
     env: dict[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()
-    source: Snapshot | None = None  # a public program's; None: a learner mistake
+    source: Snapshot | None = None  # a public program's; None: a learner mistake or a report's program
     license: str = ""
     changes: str = ""  # what was edited to make a public program small and offline
+    report: str = ""  # the question or bug report a program of tests/corpus/reports/ follows (its URL)
+    awaits: str = ""  # the work kwnb's right verdict needs (an issue's item); until then its test fails, as expected
 
     @property
     def public(self) -> bool:
@@ -49,7 +64,7 @@ class Entry:
         folder is its working directory); returns the script."""
         folder.mkdir(parents=True, exist_ok=True)
         if self.source is None:
-            return MISTAKES / self.main
+            return (REPORTS if self.report else MISTAKES) / self.main
         self.source.write(folder)
         return folder / self.main
 
@@ -157,6 +172,72 @@ PUBLIC = (
                   "(was 10 of 70)"),
 )
 
+
+def keras(files: dict[str, Source]) -> Snapshot:
+    return Snapshot(KERAS, KERAS_COMMIT, files)
+
+
+GUIDE = "guides/distributed_training_with_tensorflow.py"
+FIRST_SECTION = '"""\n## Using callbacks to ensure fault tolerance'
+GUIDE_DATA = (("keras.datasets.mnist.load_data()", mnist_sample(2048, 512)),
+              ("num_val_samples = 10000", "num_val_samples = 512"))
+GUIDE_DATA_SAID = "2,048 training and 512 test digits of kwnb's sample (512 of them for validation, was 10,000)"
+SAME_PATH = "issue 39 item 3: tasks that save to the same path"
+
+# Keras 3 programs on the TensorFlow backend (`import keras`): its progress bar is read as tf-keras' is.
+KERAS_ENTRIES = (
+    # MirroredStrategy reads no TF_CONFIG: on two workers each trains alone, as the guide's single machine would.
+    Entry("keras-guide-multi-gpu-tf", "main.py", ("not_distributed",), license=APACHE, source=keras({
+        "main.py": Source(GUIDE, until=FIRST_SECTION, edits=GUIDE_DATA)}),
+        changes=f"the guide's first section (fit 2 epochs and evaluate); {GUIDE_DATA_SAID}"),
+    # Under a load average of 38 kwnb also said `killed`: its own stacks signal (every live task silent) reached
+    # worker 0 while it exited after the error, its handler gone (exit -12); a fault of kwnb's, not of the verdict.
+    Entry("keras-guide-multi-gpu-tf-mwms", "main.py", ("keras3",), (1, 1), license=APACHE, source=keras({
+        "main.py": Source(GUIDE, until=FIRST_SECTION, edits=GUIDE_DATA + (
+            ('strategy = tf.distribute.MirroredStrategy()\nprint("Number of devices',
+             'strategy = tf.distribute.MultiWorkerMirroredStrategy()\nprint("Number of devices'),))}),
+        changes=f"the guide's first section with MultiWorkerMirroredStrategy instead of MirroredStrategy, as a "
+                f"learner going multi-worker would; {GUIDE_DATA_SAID}"),
+    # Its fault-tolerance section: every task (each alone) writes ./ckpt/ckpt-1.keras, the same file, twice.
+    Entry("keras-guide-multi-gpu-tf-checkpoints", "main.py", ("not_distributed",), says="same path",
+          awaits=SAME_PATH, license=APACHE, source=keras({"main.py": Source(GUIDE, edits=GUIDE_DATA)}),
+          changes=f"none but the data: {GUIDE_DATA_SAID}"),
+    Entry("keras-demo-mnist-convnet", "main.py", ("not_distributed",), license=APACHE, source=keras({
+        "main.py": Source("examples/demo_mnist_convnet.py", edits=(
+            ("keras.datasets.mnist.load_data()", mnist_sample(1024, 256)), ("epochs = 3", "epochs = 2")))}),
+        changes="1,024 training and 256 test digits of kwnb's sample; 2 epochs (was 3). No strategy: a "
+                "one-process program, run on 2 workers as a learner would"),
+    Entry("keras-guide-custom-train-step-tf", "main.py", ("not_distributed",), license=APACHE, source=keras({
+        "main.py": Source("guides/custom_train_step_in_tensorflow.py", until='"""\n## Going lower-level',
+                          edits=(("x = np.random.random((1000, 32))", "x = np.random.random((320, 32))"),
+                                 ("y = np.random.random((1000, 1))", "y = np.random.random((320, 1))")))}),
+        changes="the guide's first section (a train_step of its own, fit 3 epochs); 320 random examples (was "
+                "1,000). No strategy: run on 2 workers as a learner would"),
+)
+
+TF_ISSUE = "https://github.com/tensorflow/tensorflow/issues/"
+
+# Programs of questions and bug reports, rewritten small (tests/corpus/reports/, each file names its thread).
+REPORT_ENTRIES = (
+    # Which worker's save fails, if any, is a race, as the threads say: MergeV2Checkpoints' "variables_temp/
+    # part-00000-of-00001 did not exist" (seen on worker 0 under kwnb, worker 1 by hand), h5py's "unable to lock
+    # file" (seen by hand; under kwnb both saves passed that time).
+    Entry("report-save-same-path", "save_same_path.py", ("error",), (0, 1), any_order=True, race=True,
+          report=TF_ISSUE + "38635", awaits=SAME_PATH, says="same path"),
+    Entry("report-h5-same-path", "h5_same_path.py", ("error",), (0, 1), any_order=True, race=True,
+          report="https://github.com/ray-project/ray/issues/27938", awaits=SAME_PATH, says="same path"),
+    Entry("report-checkpoint-same-path", "checkpoint_same_path.py", report=TF_ISSUE + "31070"),
+    Entry("report-mirrored-on-workers", "mirrored_on_workers.py", ("not_distributed",), report=TF_ISSUE + "59091"),
+    # Both workers fail on their own; kwnb quoted "ValueError: in user code:" and said worker 1 lost worker 0.
+    Entry("report-loss-reduction", "loss_reduction.py", ("error",), (1, 1), report=TF_ISSUE + "27857",
+          says="reduction=tf.keras.losses.Reduction.NONE",
+          awaits="issue 39 items 2 and 4: the real error out of a tf.function with its fix, no lost peer beside it"),
+    # Worker 0 gets 3 batches, worker 1 2 (11 sharded by hand, then again by the strategy); both fail by hand.
+    Entry("report-shard-after-batch", "shard_after_batch.py", ("uneven_steps",), (1, 1),
+          report="https://github.com/horovod/horovod/issues/2083", says="by hand after batching",
+          awaits="issue 39 item 4: one story per run, advice that names the sharding by hand"),
+)
+
 MISTAKE_ENTRIES = (
     Entry("clean-fit", "clean_fit.py"),
     Entry("fixed-tf-config", "fixed_tf_config.py", ("tf_config_overridden",), (None, 1), any_order=True),
@@ -176,4 +257,4 @@ MISTAKE_ENTRIES = (
     Entry("uneven-steps", "uneven_steps.py", ("uneven_steps",), (1, 0)),
 )
 
-ENTRIES = PUBLIC + MISTAKE_ENTRIES
+ENTRIES = PUBLIC + KERAS_ENTRIES + REPORT_ENTRIES + MISTAKE_ENTRIES

@@ -29,6 +29,7 @@ class Source:
     path: str
     cells: tuple[int, ...] = ()
     edits: tuple[tuple[str, str], ...] = ()  # (old, new), each old found exactly once
+    until: str = ""  # a script's text is cut before this line (found exactly once): its first sections only
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Snapshot:
             text = self.read(source.path)
             if source.cells:
                 text = notebook_code(text, source.cells)
+            if source.until:
+                text = cut(text, source.until, f"{self.repo}/{source.path}")
             (folder / name).write_text(edited(text, source.edits, f"{self.repo}/{source.path}"))
 
 
@@ -72,6 +75,12 @@ def notebook_code(text: str, cells: tuple[int, ...]) -> str:
             lines = lines[1:]
         parts.append("\n".join(line for line in lines if not line.startswith(("!", "%"))))  # at column 0 only
     return "\n\n".join(parts) + "\n"
+
+
+def cut(text: str, line: str, where: str) -> str:
+    if text.count(line) != 1:
+        raise ValueError(f"{where}: cut at {line!r} matches {text.count(line)} times, not once")
+    return text[:text.index(line)]
 
 
 def edited(text: str, edits, where: str) -> str:

@@ -1,9 +1,13 @@
 """Training curves read from what workers print, so training code needs no change.
 
-Understands Keras progress bars (`model.fit`, verbose 1 and 2, as tf-keras writes them to files:
-`\\r`/`\\b`-redrawn step lines, one `\\n`-terminated line per epoch), the custom-loop tutorial's
-`Epoch: 0, accuracy: 0.83, train_loss: 0.52.` lines, and rows written by `kwnb.report()`.
-Epochs are numbered from 0, as in Keras's `History.epoch`.
+Understands Keras progress bars (`model.fit`, verbose 1 and 2, as tf-keras and Keras 3 write them to files:
+`\\r`/`\\b`-redrawn step lines, one `\\n`-terminated line per epoch; Keras 3's colours are gone by the time
+the pieces get here, readers/lines.py), the custom-loop tutorial's `Epoch: 0, accuracy: 0.83, train_loss: 0.52.`
+lines, and rows written by `kwnb.report()`. Epochs are numbered from 0, as in Keras's `History.epoch`.
+
+A bar drawn after an epoch's last line and before the next `Epoch k/N` is not training's: `evaluate` (its last
+line's values are kept in `evaluations`) or `predict` (no values). Keras prints `Epoch k/N` before every epoch
+(Keras 3 only when fitting more than one), so those bars neither move the step count nor replace an epoch.
 """
 from __future__ import annotations
 
@@ -77,6 +81,8 @@ class MetricsParser:
         self._step_stride = 1
         self._seen_steps = 0
         self.nonfinite: dict | None = None  # the first row with a NaN or infinite value, as parsed
+        self.evaluations: list[dict] = []  # `model.evaluate`'s results, as printed, with the epoch they followed
+        self._evaluating = False  # an epoch ended and no `Epoch k/N` began another: bars are evaluate's or predict's
 
     def feed(self, text: str) -> None:
         """Output in arbitrary pieces (a test, a whole log read in chunks): split as a task's reader splits it."""
@@ -100,7 +106,7 @@ class MetricsParser:
         for match in _TOKENS.finditer(text):
             if match["epoch"] is not None:
                 self.epoch, self.total_epochs = int(match["epoch"]) - 1, int(match["epochs"])
-                self._last_drawn = None
+                self._last_drawn, self._evaluating = None, False
                 self.step = 0
             elif match["cepoch"] is not None:
                 metrics = parse_metrics(match["cmetrics"])
@@ -119,11 +125,17 @@ class MetricsParser:
         glued = RUNTIME_PREFIX.search(rest) if "] " in rest else None
         if glued:
             rest, end = rest[:glued.start()], "\r"
-        elif end == "\n" and "ETA:" in rest and match["steps"].isdigit() and int(match["step"]) < int(match["steps"]):
+        elif end == "\n" and _counting_down(match):
             end = "\r"  # a bar still counting down, cut by the script's own line: a step, not the epoch's end
         metrics = parse_metrics(rest)
         if not metrics:
-            return  # "Waiting for 1/2 tasks" and the like
+            return  # "Waiting for 1/2 tasks", predict's bar and the like
+        if self._evaluating:
+            if end == "\n":
+                self.evaluations.append({"epoch": self.epoch if self.epoch is not None else 0, **metrics})
+            return
+        if self.epoch is None:
+            self.epoch = 0  # Keras 3 prints no `Epoch 1/1` when fitting one epoch: its bar is epoch 1's all the same
         step = int(match["step"])
         self.step = step
         if match["steps"] != "Unknown":
@@ -136,6 +148,7 @@ class MetricsParser:
                 # last step; the epoch line is (with values already reduced: no scaling).
                 self._add_step(epoch, step, metrics, always=True)
             self._add_epoch(epoch, metrics)
+            self._evaluating = True
         else:
             self._last_drawn = metrics
             scale = self.step_scale if self.replicas_summed else 1.0
@@ -234,6 +247,13 @@ class MetricsParser:
         within = (self.step or 0) / self.steps_per_epoch if self.steps_per_epoch else 0.0
         done = self.epoch + 1 if self.epoch in self.epochs else self.epoch + within
         return min(1.0, done / self.total_epochs), label
+
+
+def _counting_down(match: re.Match) -> bool:
+    """A bar line that shows an epoch still under way: an ETA (tf-keras' `ETA: 3s`; Keras 3 shows it bare, so its
+    bar `━`) before the last step. An epoch's last line always shows the last step (Keras finalizes at the target)."""
+    rest, steps = match["rest"], match["steps"]
+    return ("ETA:" in rest or "━" in rest) and steps.isdigit() and int(match["step"]) < int(steps)
 
 
 def _is_number(value) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 from .follow import FileFollower
-from .lines import LineSplitter
+from .lines import LineSplitter, unstyled
 from .screen import TerminalScreen
 from .tf_messages import is_runtime_line, runtime_line_numbers
 
@@ -41,7 +41,7 @@ class Lines(NamedTuple):
     """What one read of a task's log brought, as every sink gets it (a named tuple: made at every read of every
     task, it costs 1.2 us to make, a frozen dataclass 2.1)."""
 
-    text: str  # whole pieces as written (each ended by `\n` or `\r`), progress bars' `\b` included: what parsers read
+    text: str  # whole pieces (each ended by `\n` or `\r`), progress bars' `\b` included, styling not: what parsers read
     finished: str  # the lines it finished, rendered, each ended by `\n`: one for each `\n` in text (not yet rstripped)
     runtime: tuple = ()  # which of them (counted from 0) are TensorFlow's runtime lines, folded by default
 
@@ -86,7 +86,7 @@ class TaskOutput:
     def end(self) -> Lines | None:
         """The task has ended: the line it was drawing ends here, for the screen and every sink, as a newline would
         end it (the scanner reads a last line no newline ended). None when nothing was being drawn."""
-        before, rest = self.screen.total_lines, self._pieces.partial
+        before, rest = self.screen.total_lines, unstyled(self._pieces.partial)
         self._pieces.partial = ""
         finished = self.screen.finish()
         if not finished:

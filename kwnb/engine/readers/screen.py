@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from .lines import STYLING, unstyled
+
 _CONTROL = re.compile(r"([\r\b])")
-# Colour and cursor escape sequences (ESC [ ... letter): not drawn, so dropped from the rendering.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 def overwrite(line: str, cursor: int, text: str) -> tuple[str, int]:
@@ -24,8 +24,7 @@ def overwrite(line: str, cursor: int, text: str) -> tuple[str, int]:
 
 def render_line(raw: str, line: str = "", cursor: int = 0) -> tuple[str, int]:
     """Apply one stretch of output without newlines to a line being drawn."""
-    if "\x1b" in raw:
-        raw = _ANSI.sub("", raw)
+    raw = unstyled(raw)  # colours and bold (Keras 3's bar) are not drawn as text
     if "\r" not in raw and "\b" not in raw:
         return overwrite(line, cursor, raw)
     for piece in _CONTROL.split(raw):
@@ -62,7 +61,7 @@ class TerminalScreen:
         kernel's cost from 0.039 to ~0.004 CPU-s per 100k lines (benchmarks/README.md, section 3)."""
         text, self._held = self._held + text, ""
         start = text.rfind("\x1b", max(0, len(text) - 32))
-        if start >= 0 and not _ANSI.match(text, start):
+        if start >= 0 and not STYLING.match(text, start):
             text, self._held = text[:start], text[start:]
         end = text.rfind("\n")
         if end >= 0:

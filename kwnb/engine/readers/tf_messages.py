@@ -49,7 +49,7 @@ _EXCEPTION = re.compile(r"([\w.]+)(?:: ?(.*))?")
 _ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ")
 _OLD_TF = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ")  # TF <= 2.15
 RUNTIME_PREFIX = re.compile(f"{_ABSL.pattern}|{_OLD_TF.pattern}")  # either, anywhere in a line (metrics.py)
-_PROGRESS = re.compile(r"(\d+)/(\d+) \[")  # the Keras bar a warning was glued to: "4/5 [====>..] - ..."
+_PROGRESS = re.compile(r"(\d+)/(\d+) [\[━]")  # the Keras bar a warning was glued to: "4/5 [====>..] - ...", "4/5 ━━━━━━━ ..."
 _MISMATCH = re.compile(r"(Shape|Type|type) mismatch in the collective instance (\d+)|Collective instance (\d+) expected")
 # A loss printed NaN or infinite by the learner's own loop ("step 3 loss tf.Tensor(nan, ...)", "loss = -inf"): the
 # value right after the name, past a separator ("val_loss improved from inf to 0.69", ModelCheckpoint's first

@@ -1,0 +1,37 @@
+"""A real 2-worker run of a Keras 3 program (`import keras`, TensorFlow backend; tests/scripts/keras3_fit.py) under
+tf.distribute.MirroredStrategy: each task trains alone on its own devices. Before kwnb read Keras 3's coloured bars it
+found no epoch in such a run, which then "finished" with nothing said and drew no curve (issue 39, item 1)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kwnb
+from kwnb.engine.diagnoses.distribution import ALONE
+from kwnb.pictures.plotting import curve_lines, run_series
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+SCRIPT = Path(__file__).parent / "scripts" / "keras3_fit.py"
+EPOCHS, STEPS = 3, 12  # keras3_fit.py
+
+
+def test_keras3_tasks_training_alone_are_told_not_distributed_and_drawn(tmp_path):
+    run = kwnb.launch(SCRIPT, n=2, args="1 mirrored", runs_dir=tmp_path / "runs", cwd=tmp_path, stall_after=120,
+                      name="keras3-mirrored")
+    assert run.wait(240) == [0, 0], run.summary()
+    assert [d.kind for d in run.diagnoses] == ["not_distributed"], run.summary()
+    said = run.diagnoses[0].message
+    assert said.startswith("no task joined a cluster") and ALONE in said, said
+    for task in run.workers:
+        history = task.metrics.history()
+        assert [row["epoch"] for row in history] == list(range(EPOCHS)), run.summary()
+        assert all({"loss", "accuracy", "val_loss", "val_accuracy"} <= set(row) for row in history), history
+        assert task.metrics.progress() == (1.0, f"epoch {EPOCHS}/{EPOCHS}, step {STEPS}/{STEPS}")
+        assert len(task.metrics.evaluations) == 1 and "val_loss" not in task.metrics.evaluations[0]
+    panels = curve_lines(run_series(run))
+    assert set(panels) == {"loss", "accuracy"}, panels
+    for lines in panels.values():  # per-step, per-epoch and validation curves, each drawn
+        assert len(lines) == 3 and all(len(xs) >= EPOCHS for _, xs, _, _, _ in lines), lines
+    logs = run.logs(0)
+    assert "\x1b" not in logs and f"{STEPS}/{STEPS} " + "━" * 20 in logs, logs[-2000:]

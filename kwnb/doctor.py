@@ -27,6 +27,7 @@ from .backends.warm import limits_less_the_pool
 from .errors import KwnbError
 from .engine.live.inputs import find_python
 from .engine.live.settings import DEFAULTS
+from .machine.jax_check import jax_check
 from .machine.limits import read_limits
 from .machine.sizes import format_size
 from .machine.task_env import CLUSTER_VARIABLES, task_environment
@@ -64,6 +65,7 @@ def checks(python: str | None = None, environ: dict | None = None) -> list[Check
         return found + [Check("python", False, str(error), "give --python a Python on the PATH, or its full path", True)]
     probe = probe_python(executable, environ)
     found += python_checks(executable, probe)
+    found.append(Check("jax", *jax_check(executable, environ)))  # machine/jax_check.py: --framework jax
     limits, pool_memory = limits_less_the_pool(read_limits(environ), environ)
     found += limit_checks(limits, pool_memory)
     found.append(fit_check(limits, probe))

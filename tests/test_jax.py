@@ -2,10 +2,23 @@
 CPU (marked slow) whose tasks train together, and whose failures kwnb tells in one sentence and ends."""
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import socket
+import time
+
 import pytest
 
 import kwnb
+from kwnb.backends.local import LocalLauncher
+from kwnb.engine.live.run import Run
 from kwnb.engine.live.settings import LaunchSettings
+
+pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
 
 
 @pytest.mark.parametrize("extra, named", [({"ps": 1}, "--ps"), ({"chief": True}, "--chief"),
@@ -18,3 +31,265 @@ def test_a_jax_run_has_workers_only(extra, named):
 def test_an_unknown_framework_is_refused_with_the_known_ones():
     with pytest.raises(kwnb.KwnbError, match="framework must be one of tensorflow, jax, not 'torch'"):
         LaunchSettings(framework="torch")
+
+
+# ----- real runs: 2 JAX processes on CPU ----------------------------------------------------------------
+needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
+                               reason="needs jax and keras (the test extra)")
+
+FIT = """
+import keras
+keras.distribution.initialize()
+import numpy as np
+import tensorflow as tf
+keras.distribution.set_distribution(keras.distribution.DataParallel())
+rng = np.random.default_rng(0)
+x = rng.normal(size=(512, 8)).astype("float32")
+y = (x.sum(axis=1) > 0).astype("float32")
+data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model.compile("adam", keras.losses.BinaryCrossentropy(from_logits=True))
+model.fit(data, epochs=3, verbose=2)
+"""
+
+# A custom loop: each process its own shard, gradients averaged across processes by a pmap'd psum.
+LOOP = """
+import os
+import keras
+keras.distribution.initialize()
+import jax, jax.numpy as jnp, numpy as np
+rank, size = jax.process_index(), jax.process_count()
+rng = np.random.default_rng(rank)
+x = rng.normal(size=(64, 4)).astype("float32")
+y = x @ np.array([1.0, -2.0, 0.5, 3.0], "float32")
+w = jnp.zeros(4)
+loss_of = lambda w, x, y: jnp.mean((x @ w - y) ** 2)
+average = jax.pmap(lambda g: jax.lax.pmean(g, "p"), axis_name="p")
+steps = int(os.environ.get("STEPS", "20"))
+for step in range(1, steps + 1):
+    loss, grad = jax.value_and_grad(loss_of)(w, x, y)
+    mean_loss, mean_grad = average(jnp.stack([jnp.append(grad, loss)]))[0][4], average(jnp.stack([grad]))[0]
+    w = w - 0.1 * mean_grad
+    print(f"step {step}/{steps} loss {float(mean_loss):.6f}", flush=True)
+"""
+
+
+def jax_run(tmp_path, script: str, **options) -> kwnb.Run:
+    (tmp_path / "main.py").write_text(script)
+    run = kwnb.launch(tmp_path / "main.py", n=2, framework="jax", cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      network="host", timeout=240, **options)
+    run.wait(260)
+    return run
+
+
+def kinds(run) -> dict[str, str]:
+    return {d.kind: d.message for d in run.diagnoses}
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_keras3_fit_on_jax_trains_both_tasks_together(tmp_path):
+    run = jax_run(tmp_path, FIT)
+    assert run.exit_codes == [0, 0], run.summary()
+    losses = [[round(row["loss"], 4) for row in run.history(i)] for i in range(2)]
+    assert len(losses[0]) == 3 and losses[0] == losses[1], losses  # one model, all-reduced: the same losses
+    for i in range(2):
+        assert "[Gloo] Rank" in run.logs(i) and "Connecting to JAX distributed service" in run.logs(i)
+        phases = [phase for _, phase in run.workers[i].vitals.phases]
+        assert phases.index("joining") < phases.index("training") < phases.index("finished"), phases
+    assert run.diagnoses == [], kinds(run)
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_custom_jax_loop_averages_across_the_processes(tmp_path):
+    run = jax_run(tmp_path, LOOP)
+    assert run.exit_codes == [0, 0], run.summary()
+    lines = [[line for line in run.logs(i).splitlines() if line.startswith("step ")] for i in range(2)]
+    assert len(lines[0]) == 20 and lines[0] == lines[1]  # their own shards, one mean: the same loss each step
+    assert run.diagnoses == [], kinds(run)
+
+
+RAISES = LOOP.replace("for step in", "if rank == 1:\n    raise ValueError('bad shard')\nfor step in")
+
+
+@needs_jax
+@pytest.mark.slow
+def test_an_exception_in_one_process_ends_the_run_promptly_and_names_it(tmp_path):
+    run = jax_run(tmp_path, RAISES)
+    assert run.status == "failed" and run.exit_codes[1] == 1, run.summary()  # JAX alone: hung 300 s at shutdown
+    assert "worker 1 failed with ValueError: bad shard" in run.reason
+    assert "worker 0 lost its peer worker 1, which crashed (exit code 1)" in kinds(run)["jax_peer_lost"]
+    assert [d.task for d in run.diagnoses if d.kind == "error"] == [1]  # worker 0's collective error: a consequence
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_process_that_ends_before_joining_is_told_and_the_others_are_ended(tmp_path):
+    script = "import os, sys\nif os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '1':\n    sys.exit(3)\n" + LOOP
+    run = jax_run(tmp_path, script)
+    assert run.status == "failed" and run.exit_codes[1] == 3, run.summary()
+    assert run.workers[0].status == "stopped"  # by the failure policy: JAX alone waits 300 s in RegisterTask
+    assert "worker 1 crashed (exit code 3) before it joined the others: worker 0 cannot train without it" in \
+        kinds(run)["jax_not_joined"]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_worker_killed_mid_loop_is_told_and_the_survivor_ended(tmp_path):
+    (tmp_path / "main.py").write_text(LOOP.replace("flush=True)", "flush=True); import time; time.sleep(0.2)"))
+    run = kwnb.launch(tmp_path / "main.py", n=2, framework="jax", cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      network="host", timeout=240, env={"STEPS": "2000"})
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and "step 5/" not in run.logs(1):
+        time.sleep(0.5)
+    run.kill(1)
+    run.wait(120)
+    assert run.status == "failed", run.summary()
+    assert run.workers[0].status in ("failed", "stopped")  # its error exits it, or the policy: JAX alone aborts ~80 s on
+    assert [d.task for d in run.diagnoses if d.kind == "error"] == []
+    assert "worker 0 lost its peer worker 1, which was killed by SIGKILL" in kinds(run)["jax_peer_lost"]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_initialize_after_jax_work_is_told_with_the_fix(tmp_path):
+    run = jax_run(tmp_path, "import keras, jax.numpy as jnp\nprint(jnp.ones(3).sum())\nkeras.distribution.initialize()\n")
+    assert run.status == "failed", run.summary()
+    assert "Call keras.distribution.initialize() first" in kinds(run)["error"]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_numpy_data_under_auto_sharding_is_told_and_ends(tmp_path):
+    script = FIT.replace("model.fit(data,", "model.fit(x, y, batch_size=64,")
+    run = jax_run(tmp_path, script)
+    assert run.status == "failed" and run.exit_codes == [1, 1], run.summary()  # JAX alone: both hang 300 s
+    assert "Give fit a tf.data.Dataset" in kinds(run)["error"]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_variables_set_but_initialize_never_called_each_trains_alone(tmp_path):
+    run = jax_run(tmp_path, LOOP.replace("keras.distribution.initialize()", ""))
+    assert run.exit_codes == [0, 0], run.summary()
+    told = {d.task: d.message for d in run.diagnoses if d.kind == "jax_alone"}
+    assert sorted(told) == [0, 1] and "never called keras.distribution.initialize()" in told[0]
+
+
+class TakenFirst(LocalLauncher):
+    """The first launch's coordinator port is taken by another program (the test) between kwnb's choice and
+    the task's start."""
+
+    taken: socket.socket | None = None
+
+    def start_all(self, launches):
+        if self.taken is None:
+            port = int(launches[0].env["KERAS_DISTRIBUTION_JOB_ADDRESSES"].rpartition(":")[2])
+            self._release_ports()
+            self.taken = socket.create_server(("localhost", port))
+        return super().start_all(launches)
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_coordinator_port_taken_is_told_and_the_run_relaunched_on_new_ports(tmp_path):
+    launcher = TakenFirst(network="host")
+    try:
+        run = jax_run(tmp_path, LOOP, launcher=launcher)
+    finally:
+        launcher.taken.close()
+    assert run.exit_codes == [0, 0], run.summary()
+    assert any(d.kind == "port_taken" for d in run.diagnosis_history)
+    assert not any(d.kind == "killed" for d in run.diagnosis_history)  # its SIGSEGV is the port's, not a kill
+
+
+@pytest.mark.parametrize("script, env, hinted", [
+    ("import keras\nkeras.distribution.initialize()\n", {}, "main.py calls keras.distribution"),
+    ("from keras import distribution\n", {}, "main.py calls keras.distribution"),
+    ("import keras\n", {"KERAS_BACKEND": "jax"}, "main.py imports keras with KERAS_BACKEND=jax"),
+    ("import keras\n", {}, None),
+    ("import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n", {"KERAS_BACKEND": "jax"},
+     None),
+])
+def test_a_tensorflow_run_of_a_script_for_keras_on_jax_gets_a_hint(tmp_path, monkeypatch, script, env, hinted):
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    (tmp_path / "main.py").write_text(script)
+    notes = Run(tmp_path / "main.py", 2, runs_dir=tmp_path / "runs", env=env).notes
+    said = [note for note in notes if "--framework jax" in note]
+    assert said == ([] if hinted is None else [f"{hinted}, Keras 3 across processes on JAX: add --framework jax, "
+                                               "which gives each task the KERAS_DISTRIBUTION_* variables "
+                                               "keras.distribution.initialize() reads (TensorFlow's tasks get "
+                                               "TF_CONFIG)"])
+    if hinted:  # said once, not under --framework jax
+        assert not [n for n in Run(tmp_path / "main.py", 2, runs_dir=tmp_path / "runs", env=env,
+                                   framework="jax").notes if "--framework jax" in n]
+
+
+@pytest.mark.parametrize("backend, expected", [
+    ("jax", {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "n1:25000", "KERAS_DISTRIBUTION_NUM_PROCESSES": "3",
+             "KERAS_DISTRIBUTION_PROCESS_ID": "2", "JAX_COORDINATOR_BIND_ADDRESS": "n1:25000", "TF_CONFIG": None}),
+    ("", {"KERAS_DISTRIBUTION_JOB_ADDRESSES": None, "TF_CONFIG": json.dumps(
+        {"cluster": {"worker": ["n1:25000", "n1:25001", "n2:25000"]}, "task": {"type": "worker", "index": 2}})}),
+])
+def test_a_slurm_task_of_a_jax_run_gets_the_keras_distribution_variables_from_slurms(tmp_path, backend, expected):
+    tasks = [{"type": "worker", "index": i, "log": str(tmp_path / f"worker-{i}.log")} for i in range(3)]
+    env = {**os.environ, "KWNB_RUN_DIR": str(tmp_path), "KWNB_SLURM_TASKS": json.dumps(tasks), "SLURM_PROCID": "2",
+           "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "2,1", "KWNB_SLURM_PORT_BASE": "25000",
+           "SLURMD_NODENAME": "n2", "KERAS_BACKEND": backend}
+    env.pop("TF_CONFIG", None)
+    show = ("import json, os\nfrom kwnb.task import slurm_env\nslurm_env.enter()\n"
+            f"print(json.dumps({{name: os.environ.get(name) for name in {sorted(expected)!r}}}))\n")
+    subprocess.run([sys.executable, "-c", show], env=env, check=True, timeout=60)
+    assert json.loads((tmp_path / "worker-2.log").read_text().splitlines()[-1]) == expected
+
+
+@needs_jax
+@pytest.mark.slow
+def test_the_doctor_checks_jax_versions_and_an_all_reduce_on_the_cpu():
+    from kwnb.machine.jax_check import jax_check
+
+    ok, said, fix = jax_check(sys.executable, dict(os.environ))
+    assert ok and "2 processes all-reduced on the CPU (gloo)" in said and fix == "", said
+    versions = {name: importlib.metadata.version(name) for name in ("jax", "jaxlib", "keras")}
+    assert said.startswith(", ".join(f"{name} {version}" for name, version in versions.items()))
+
+
+@pytest.mark.parametrize("script, env, imports", [
+    ("import keras\nkeras.distribution.initialize()\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
+    ("import keras\nimport tensorflow as tf\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras", "tensorflow")),
+    ("import jax\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
+    ("print('hi')\n", {"KERAS_BACKEND": "jax"}, ()),
+    ("import keras\n", {}, ("tensorflow", "tf_keras", "keras")),  # a TensorFlow run's, as before
+])
+def test_a_warm_interpreter_for_a_jax_cell_imports_jax_and_keras_not_tensorflow(tmp_path, script, env, imports):
+    from kwnb.backends.warm_room import warm_imports
+
+    (tmp_path / "main.py").write_text(script)
+    assert warm_imports(str(tmp_path / "main.py"), env) == imports
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp_path, monkeypatch):
+    from kwnb.backends import warm_room
+    from kwnb.backends.warm import POOL
+    from waiting import pool_ready
+
+    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))  # not about when the pool refills (test_warm_pool)
+    POOL.stop()
+    try:
+        script = LOOP.replace("import os\n", "import os, sys\nprint('BEFORE', sorted(m for m in ('jax', 'keras', "
+                                            "'tensorflow') if m in sys.modules), flush=True)\n", 1)
+        cold = jax_run(tmp_path, script, warm=True)
+        assert cold.exit_codes == [0, 0] and not cold.warm, cold.summary()
+        assert pool_ready(2, timeout=240), (POOL.status(), POOL.refused)
+        warm = jax_run(tmp_path, script, warm=True)
+        assert warm.exit_codes == [0, 0] and all(task.warm for task in warm.workers), warm.summary()
+        for i in range(2):
+            assert "BEFORE []" in cold.logs(i) and "BEFORE ['jax', 'keras']" in warm.logs(i)  # no TensorFlow
+            assert [l for l in warm.logs(i).splitlines() if l.startswith("step ")] == \
+                [l for l in cold.logs(i).splitlines() if l.startswith("step ")]
+    finally:
+        POOL.stop()

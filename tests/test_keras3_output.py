@@ -146,3 +146,19 @@ def test_keras3_input_that_ran_out_is_a_step_and_its_bar_is_named():
     assert {"epoch": 0, "step": int(cut[1]), "accuracy": float(cut[2]), "loss": float(cut[3])} in parser.steps
     events = [e for e in tf.scan(text) if isinstance(e, InputExhausted)]
     assert [(e.source, e.step, e.steps) for e in events] == [("keras", int(cut[1]), 10)]
+
+
+def test_keras3_first_pass_over_data_of_unknown_length_is_no_input_exhausted():
+    """tf_unknown_steps.log: fit(epochs=2) on a filtered tf.data dataset (unknown length), not repeated. Keras 3
+    draws `12/Unknown`, warns "Your input ran out of data" into that bar when the first pass ends (how it learns
+    the epoch's length), draws `12/12` and trains epoch 2 in full: no input ran out, and the cut `12/Unknown` line
+    is a step, not the epoch's end (before, input_exhausted said fit had stopped early)."""
+    text = raw("tf_unknown_steps.log")
+    assert re.search(r" +12/Unknown [^\n]*UserWarning: Your input ran out of data", text)
+    epoch_lines = re.findall(r"\x1b\[1m12/12\x1b\[0m[^\r\n\x08]* - accuracy: ([0-9.]+) - loss: ([0-9.]+)\n", text)
+    assert len(epoch_lines) == 2
+    parser = read(text)
+    assert parser.history() == [{"epoch": e, "accuracy": float(acc), "loss": float(loss)}
+                                for e, (acc, loss) in enumerate(epoch_lines)]
+    assert parser.evaluations == [] and parser.steps_per_epoch == STEPS
+    assert [e for e in tf.scan(text) if isinstance(e, InputExhausted)] == []

@@ -213,6 +213,23 @@ def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):
         ("TF_USE_LEGACY_KERAS", "1"), ("PYTHONUNBUFFERED", "1"), ("CUDA_VISIBLE_DEVICES", "-1")]]
 
 
+def test_the_doctors_jax_probe_runs_with_a_jax_tasks_environment(monkeypatch):
+    from kwnb.machine import jax_check
+
+    given = []
+
+    def run(argv, **options):
+        given.append(options["env"])
+        raise OSError("not run")
+
+    monkeypatch.setattr(jax_check.subprocess, "run", run)
+    session = {"PATH": "/usr/bin", "TF_CONFIG": "{}", "KERAS_DISTRIBUTION_PROCESS_ID": "3"}
+    assert jax_check.jax_check(sys.executable, session)[0] is False
+    assert [list(env.items()) for env in given] == [[
+        ("PATH", "/usr/bin"), ("KERAS_BACKEND", "jax"), ("JAX_PLATFORMS", "cpu"), ("PYTHONUNBUFFERED", "1"),
+        ("MPLBACKEND", "Agg"), ("CUDA_VISIBLE_DEVICES", "-1")]]
+
+
 # ----- the declaration ---------------------------------------------------------------------------------
 
 def test_each_variable_is_declared_once_with_its_reason_and_its_setter():

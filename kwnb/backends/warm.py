@@ -126,7 +126,7 @@ class Pool:
     def run_ended(self, launcher, launches: list[TaskLaunch], private: bool = False) -> None:
         """A run of this process ended: remember what it launched (if it may start warm), refill when no
         run is active."""
-        imports = warm_room.warm_imports(launches[0].script) if launches else ()  # reads files: not under the lock
+        imports = warm_room.warm_imports(launches[0].script, launches[0].env) if launches else ()  # reads files: not under the lock
         with self._lock:
             self._active.discard(id(launcher))
             if launches:

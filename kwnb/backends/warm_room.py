@@ -42,6 +42,10 @@ PER_CPU = 2  # warm interpreters per CPU of the session: 4 on this 2-core machin
 MIN_WARM = 2  # a 2-worker run (the tutorials', `-n 2`) starts fully warm even on one CPU
 TENSORFLOW = ("tensorflow", "tf_keras", "keras")  # a script importing any of these is a TensorFlow script
 WARM_IMPORTS = ("tensorflow", "tf_keras")  # what a TensorFlow script's warm interpreter imports (as tf.keras may)
+# A --framework jax task's (KERAS_BACKEND=jax, machine/task_env.py): JAX and Keras 3, about 240 MB, and TensorFlow
+# only where the script imports it too (tf.data); importing them leaves JAX's backend uninitialised, so that
+# keras.distribution.initialize() still works in the task.
+JAX_IMPORTS = ("jax", "keras")
 MAX_SCANNED = 50  # local modules read, at most, to find what a script imports (a few ms each)
 BUSY_SHARE = 0.5  # other work above this share of the CPUs: no refill now
 QUIET_WINDOW = 1.0  # seconds over which CPU use is measured
@@ -71,15 +75,18 @@ def cap(limits: Limits, pool_memory: int = 0, imports: tuple[str, ...] = WARM_IM
     return Cap(by_cpus, f"at most {by_cpus}, by the CPUs: {cpu_words}; the memory has room for more: {memory_words}")
 
 
-def warm_imports(script: str | None) -> tuple[str, ...]:
+def warm_imports(script: str | None, env: dict | None = None) -> tuple[str, ...]:
     """What a warm interpreter for `script` imports: WARM_IMPORTS (and keras, if the script uses it) for a
-    script that imports TensorFlow, nothing for one that does not. No script yet (the first cell, not
-    written): a TensorFlow one, as the tutorials'."""
+    script that imports TensorFlow, nothing for one that does not; under Keras on JAX (`env`'s KERAS_BACKEND),
+    JAX_IMPORTS for a script that imports jax or keras, and TensorFlow only if it imports that too. No script
+    yet (the first cell, not written): a TensorFlow one, as the tutorials'."""
     if script is None:
         return WARM_IMPORTS
     found = script_imports(script)
     if found is None:  # unreadable or not Python: as the estimate below reads it
         found = {name for name in TENSORFLOW if re.search(rf"\b{name}\b", _text(script) or "tensorflow")}
+    if (env or {}).get("KERAS_BACKEND") == "jax" and found & set(JAX_IMPORTS):
+        return JAX_IMPORTS + (("tensorflow",) if "tensorflow" in found else ())
     if not found & set(TENSORFLOW):
         return ()
     return WARM_IMPORTS + (("keras",) if "keras" in found else ())

@@ -27,6 +27,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from ..task.jax_task import (BACKEND_ENV, BIND_ENV, JOB_ADDRESSES_ENV, NUM_PROCESSES_ENV, PROCESS_ID_ENV,
+                             cluster_variables)
 from ..task.runfolder import PARENT_PID_ENV, POSITION_ENV, RUN_DIR_ENV
 from .gpus import session_gpus
 from .task_temp import private_folder
@@ -109,39 +111,35 @@ TENSORFLOW = Framework("tensorflow", (
 ))
 
 
-# Keras 3 on JAX (keras/src/backend/jax/distribution_lib.py: initialize): the coordinator is the first job
-# address, process 0; jax.distributed binds it to JAX_COORDINATOR_BIND_ADDRESS, else to every interface
-# ("[::]:port", jax/_src/distributed.py), where any host that reaches the machine could join the job.
-def _workers(facts: TaskFacts) -> list[str]:
-    return facts.config.get("cluster", {}).get("worker", []) if facts.config else []
-
-
-def _of_the_cluster(made: Callable[[TaskFacts, list[str]], object]) -> Value:
-    return lambda facts, env: str(made(facts, _workers(facts))) if _workers(facts) else None
+# Keras 3 on JAX (keras/src/backend/jax/distribution_lib.py: initialize): the cluster's variables are defined once,
+# in task/jax_task.py, for the engine and for a Slurm task alike.
+def _jax_cluster(name: str) -> Value:
+    def value(facts: TaskFacts, env) -> str | None:
+        workers = facts.config.get("cluster", {}).get("worker", []) if facts.config else []
+        return cluster_variables(workers, facts.config["task"]["index"])[name] if workers else None
+    return value
 
 
 def _gpus_or(without: str | None, with_gpus: str | None) -> Value:
     return lambda facts, env: with_gpus if facts.gpus else without
 
 
-JAX_SET_BY = "kwnb where it placed the tasks; on a Slurm node task/slurm_env.py"
+JAX_SET_BY = "kwnb where it placed the tasks; on a Slurm node task/slurm_env.py (where KERAS_BACKEND=jax)"
 JAX = Framework("jax", (
-    Variable("KERAS_BACKEND", Step.DEFAULT, _always("jax"), "Keras 3 runs on JAX, whose distribution API spans "
+    Variable(BACKEND_ENV, Step.DEFAULT, _always("jax"), "Keras 3 runs on JAX, whose distribution API spans "
              "processes", set_by="kwnb, for every task and pod", in_pods=True),
     Variable("JAX_PLATFORMS", Step.DEFAULT, _gpus_or("cpu", None), "without --gpus the CPU only: JAX would look "
              "for GPUs and TPUs first, and say so at length"),
     Variable("XLA_PYTHON_CLIENT_PREALLOCATE", Step.DEFAULT, _gpus_or(None, "false"),
              "with --gpus a task takes GPU memory as it needs it, not 75 % of it at start"),
-    Variable("KERAS_DISTRIBUTION_JOB_ADDRESSES", Step.CLUSTER, _of_the_cluster(lambda facts, workers: workers[0]),
+    Variable(JOB_ADDRESSES_ENV, Step.CLUSTER, _jax_cluster(JOB_ADDRESSES_ENV),
              "the coordinator: task 0, on a free port kwnb chose for this run", set_by=JAX_SET_BY, keyed=False),
-    Variable("KERAS_DISTRIBUTION_NUM_PROCESSES", Step.CLUSTER, _of_the_cluster(lambda facts, workers: len(workers)),
-             "how many processes join", set_by=JAX_SET_BY, keyed=False),
-    Variable("KERAS_DISTRIBUTION_PROCESS_ID", Step.CLUSTER,
-             _of_the_cluster(lambda facts, workers: facts.config["task"]["index"]),
-             "this task's place among them (0: the coordinator)", set_by=JAX_SET_BY, keyed=False, per_task=True),
-    Variable("JAX_COORDINATOR_BIND_ADDRESS", Step.CLUSTER, _of_the_cluster(lambda facts, workers: workers[0]),
-             "the coordinator listens on the run's network only, not on every interface", set_by=JAX_SET_BY,
-             keyed=False),
+    Variable(NUM_PROCESSES_ENV, Step.CLUSTER, _jax_cluster(NUM_PROCESSES_ENV), "how many processes join",
+             set_by=JAX_SET_BY, keyed=False),
+    Variable(PROCESS_ID_ENV, Step.CLUSTER, _jax_cluster(PROCESS_ID_ENV), "this task's place among them (0: the "
+             "coordinator)", set_by=JAX_SET_BY, keyed=False, per_task=True),
+    Variable(BIND_ENV, Step.CLUSTER, _jax_cluster(BIND_ENV), "the coordinator listens on the run's network only, "
+             "not on every interface", set_by=JAX_SET_BY, keyed=False),
 ), gpus_per_task=1)
 
 

@@ -1,5 +1,12 @@
-"""Inside a task of a `--framework jax` run (Keras 3 on JAX across processes), before the script runs: two
-things JAX leaves unsaid or undone. Standard library only, like all of kwnb/task/.
+"""Inside a task of a `--framework jax` run (Keras 3 on JAX across processes). Standard library only, like all
+of kwnb/task/.
+
+The variables keras.distribution.initialize() reads, made from the cluster's addresses: one definition for the
+engine (machine/task_env.py, where kwnb placed the tasks) and for a Slurm task that learns them on its node
+(task/slurm_env.py). Task 0 is the coordinator; jax.distributed binds it to JAX_COORDINATOR_BIND_ADDRESS, else to
+every interface ("[::]:port", jax/_src/distributed.py), where any host that reaches the machine could join.
+
+Before the script runs, two things JAX leaves unsaid or undone:
 
 - jax.distributed logs when a process starts or joins the coordination service ("Connecting to JAX distributed
   service on localhost:PORT") at INFO, which Python shows nowhere by default: shown here, so that the task's
@@ -14,7 +21,17 @@ import os
 import sys
 
 JOB_ADDRESSES_ENV = "KERAS_DISTRIBUTION_JOB_ADDRESSES"  # set for every task of a JAX run (machine/task_env.py)
+NUM_PROCESSES_ENV = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+PROCESS_ID_ENV = "KERAS_DISTRIBUTION_PROCESS_ID"
+BIND_ENV = "JAX_COORDINATOR_BIND_ADDRESS"
+BACKEND_ENV = "KERAS_BACKEND"
 JAX_LOGGER = "jax._src.distributed"
+
+
+def cluster_variables(workers: list, index: int) -> dict:
+    """Task `index`'s variables, of the workers' addresses (host:port) in order: the first is the coordinator."""
+    return {JOB_ADDRESSES_ENV: workers[0], NUM_PROCESSES_ENV: str(len(workers)), PROCESS_ID_ENV: str(index),
+            BIND_ENV: workers[0]}
 
 
 def in_a_jax_run() -> bool:

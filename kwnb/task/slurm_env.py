@@ -1,4 +1,5 @@
-"""Inside a Slurm task: which kwnb task am I, where do all tasks listen, what is my TF_CONFIG.
+"""Inside a Slurm task: which kwnb task am I, where do all tasks listen, what is my TF_CONFIG (under Keras on
+JAX, KERAS_BACKEND=jax: the KERAS_DISTRIBUTION_* variables instead, task/jax_task.py).
 
 Runs in the task's own Python before the user's script (from the bootstrap), so it uses only the
 standard library. The layout comes from Slurm's own variables, not from TensorFlow's
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 
+from . import jax_task
 from .runfolder import POSITION_ENV, RUN_DIR_ENV, SLURM_HEARTBEAT_ENV, SLURM_HEARTBEAT_STALE_ENV, SLURM_PORT_BASE_ENV, SLURM_TASKS_ENV, RunFolder
 from .tf_config import TaskId, cluster_spec
 from .tf_config import tf_config as _tf_config
@@ -106,7 +108,10 @@ def enter(environ=os.environ) -> None:
     mine = task_addresses[procid].rpartition(":")[0]
     if node and node != mine:
         raise RuntimeError(f"kwnb expected task {procid} on {mine} (block distribution) but Slurm put it on {node}")
-    environ["TF_CONFIG"] = json.dumps(config)
+    if environ.get(jax_task.BACKEND_ENV) == "jax":  # a --framework jax run's (machine/task_env.py): no TF_CONFIG
+        environ.update(jax_task.cluster_variables(config["cluster"]["worker"], procid))
+    else:
+        environ["TF_CONFIG"] = json.dumps(config)
     environ[POSITION_ENV] = str(procid)
     folder = RunFolder(environ[RUN_DIR_ENV])
     record = {"tf_config": config, "host": node or mine, "pid": os.getpid(),

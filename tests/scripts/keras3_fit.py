@@ -4,6 +4,7 @@
     VERBOSE   1 (progress bars) or 2 (one line per epoch), for fit, evaluate and predict alike
     MODE      mirrored: fit under tf.distribute.MirroredStrategy (each task of a cluster then trains alone)
               ran-out: fit asks 10 steps an epoch of a tf.data dataset of 4 batches, not repeated, and stops there
+              unknown: fit 2 epochs on a tf.data dataset of unknown length (filtered), not repeated
 
 3 epochs of 12 steps with validation data, then evaluate (4 steps) and predict (4 steps). A callback sleeps 30 ms
 after each training batch so that Keras 3, which redraws its bar at most every 50 ms, draws some steps and skips
@@ -42,11 +43,15 @@ if mode == "mirrored":
         model = build()
 else:
     model = build()
-if mode == "ran-out":
+if mode in ("ran-out", "unknown"):
     import tensorflow as tf
 
-    batches = tf.data.Dataset.from_tensor_slices((x[:128], y[:128])).batch(32)
-    model.fit(batches, epochs=3, steps_per_epoch=10, verbose=verbose, callbacks=[Slow()])
+    if mode == "ran-out":
+        batches = tf.data.Dataset.from_tensor_slices((x[:128], y[:128])).batch(32)
+        model.fit(batches, epochs=3, steps_per_epoch=10, verbose=verbose, callbacks=[Slow()])
+    else:
+        batches = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda *_: True).batch(32)
+        model.fit(batches, epochs=2, verbose=verbose, callbacks=[Slow()])
     sys.exit(0)
 model.fit(x, y, batch_size=32, epochs=3, validation_data=(x_val, y_val), verbose=verbose, callbacks=[Slow()])
 print("evaluated:", model.evaluate(x_val, y_val, batch_size=32, verbose=verbose))

@@ -25,6 +25,7 @@ from ..tasks.view import TaskView
 from . import training_faults as training
 from .distribution import changed_at, not_distributed
 from .divergence import diverging
+from .jax_faults import jax_alone, jax_not_joined, jax_peer_lost
 from .diagnosis import Diagnosis, Look, ProcessFacts, RunView, signal_name
 from .oom import OomEvidence
 from .peers import peer_lost, waiting_for_peers
@@ -135,6 +136,8 @@ def killed(task: TaskView, look: Look) -> Diagnosis | None:
     found, code = look.facts.oom.get(task.position), task.returncode
     if code is None or task.stop_requested or task.killed_by_kwnb or not (code < 0 or code == 128 + 9):
         return None
+    if task.bind_failed:
+        return None  # port_taken says it: a JAX coordinator whose port was taken dies of SIGSEGV
     number = -code if code < 0 else 9
     name = signal_name(number)
     if found is not None and number == signal.SIGKILL:
@@ -176,6 +179,8 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
         return None  # printed, maybe handled: an error only once the task fails with it
     if traceback.short_type in CONSEQUENCES and task.signals.peer_reports:
         return None  # it failed because a peer was lost: peer_lost says which
+    if signals.gloo_failure is not None:
+        return None  # a JAX collective failed because a peer went away: jax_peer_lost says which
     where = f" ({traceback.where})" if traceback.where else ""
     message = f": {traceback.message}" if traceback.message else ""
     fix = known_errors.explain(traceback.short_type, traceback.message or "")
@@ -297,6 +302,9 @@ KINDS = (
     Kind("keras3", keras3, origin=True, each_task=True),
     Kind("tf_config_overridden", tf_config_overridden, origin=True, each_task=True),
     Kind("port_taken", port_taken, origin=True, transient=True, each_task=True),
+    Kind("jax_alone", jax_alone, each_task=True),
+    Kind("jax_not_joined", jax_not_joined, origin=True, ends=True, each_task=True),
+    Kind("jax_peer_lost", jax_peer_lost, ends=True),
     Kind("stalled", stall, transient=True),
 )
 ORIGINS = tuple(kind.name for kind in KINDS if kind.origin)

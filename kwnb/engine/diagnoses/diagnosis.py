@@ -56,6 +56,7 @@ class RunView:
     # engine/live/settings.py, handed in by the supervisor); 0, as in a view made without it, turns it off
     diagnoses: tuple[Diagnosis, ...] = ()  # the current ones (copies), so that a finding keeps its first task
     env: Mapping[str, str] = field(default_factory=dict)  # the run's --env, over kwnb's own task variables
+    framework: str = "tensorflow"  # the run's --framework: a JAX run's kinds are jax_faults.py's
     restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0
 
 

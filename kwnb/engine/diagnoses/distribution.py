@@ -34,7 +34,8 @@ def not_distributed(look: Look) -> Diagnosis | None:
     members = [t for t in tasks if t.training]
     if len(members) < 2:
         return None
-    return _deleted(members) or _never_joined(members) or _outside_scope(members)
+    never_joined = None if look.view.framework == "jax" else _never_joined(members)  # jax_faults.py: jax_alone
+    return _deleted(members) or never_joined or _outside_scope(members)
 
 
 def _deleted(tasks: list[TaskView]) -> Diagnosis | None:

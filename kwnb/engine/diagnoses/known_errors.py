@@ -26,6 +26,13 @@ KNOWN: tuple[tuple[re.Pattern, str], ...] = (
      "This is TensorFlow 1 code (tf.app, tf.logging, tf.contrib, tf.train's optimizers, tensorflow.examples), which "
      "TensorFlow 2 removed: use its TensorFlow 2 version (tf.keras optimizers and datasets, absl flags, "
      "model.fit under the strategy)"),
+    # Keras 3 on JAX (--framework jax), jax 0.10 and keras 3.15's words
+    (re.compile(r"jax\.distributed\.initialize\(\) must be called before any JAX"),
+     "Call keras.distribution.initialize() first, right after `import keras`: JAX joins the other processes "
+     "only before its first computation (a model, a tensor, jax.devices())"),
+    (re.compile(r"multi-worker distribution with auto-sharding enabled, the data must be provided as a `tf\.data"),
+     "Give fit a tf.data.Dataset, which DataParallel shards across the processes, or give each process its own "
+     "shard of the arrays and make the distribution with DataParallel(auto_shard_dataset=False)"),
 )
 
 

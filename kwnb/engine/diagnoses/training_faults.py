@@ -178,6 +178,9 @@ def input_exhausted(look: Look) -> Diagnosis | None:
     if task is None:
         return None
     event = task.signals.input_exhausted[1]
+    if event.source == "keras" and look.view.framework == "jax" and \
+            (task.returncode is None or task.total_epochs and len(task.epochs) >= task.total_epochs):
+        return None  # Keras 3 warns so in the first epoch of a sharded tf.data (its size unknown), and trains them all
     others = [t.id for _, t in seen if t is not task]
     also = f" (and {', '.join(map(str, others))})" if others else ""
     if event.source == "keras":

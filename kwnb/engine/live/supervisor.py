@@ -107,7 +107,7 @@ class Supervisor:
         return RunView(tasks=_views(engine, now), name=engine.name, script=engine.script.name,
                        user_files=engine.user_files,
                        stall_after=settings.stall_after, diagnoses=tuple(d.copy() for d in engine.diagnoses),
-                       env=dict(engine.user_env),
+                       env=dict(engine.user_env), framework=engine.framework.name,
                        restart_limit=settings.max_restarts if settings.on_failure == "restart" else 0)
 
     def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:

@@ -6,23 +6,29 @@ library only. The shapes are jax 0.10's with keras 3.15 on 2 CPU processes (gloo
   a JAX task's log (task/bootstrap.py), so a task is told joining from then.
 - `[Gloo] Rank 0 is connected to 1 peer ranks. Expected number of connected peer ranks is : 1`: the CPU
   collectives formed, at the process's first JAX call after initialize(): it has joined.
-- `Gloo AllGather failed: [.../pair.cc:547] Connection closed by peer [127.0.0.1]:29364` (or AllReduce, ...): a
-  peer went away mid-collective; JAX then waits ~80 s for the peer's heartbeats to time out and aborts.
+- `Gloo all-reduce failed: [.../pair.cc:538] Read error [127.0.0.1]:28362: Connection reset by peer` (or
+  `Gloo AllGather failed: ... Connection closed by peer`): a peer went away mid-collective; the collective raises
+  (JaxRuntimeError, or ValueError from pmap), and JAX then waits ~80 s for the peer's heartbeats before it aborts.
 - `DEADLINE_EXCEEDED ... RegisterTask` / `heartbeat timeout`: the coordinator gave up on a process (300 s, 100 s).
+- `Failed to add port to server: No address added out of total 1 resolved for 'localhost:PORT'`, then SIGSEGV: the
+  coordinator's port was taken. TensorFlow's server says the same line before its own (tf_messages.py reads that
+  pair); JAX says only this one, read here as the same BindFailure, so that the run relaunches on new ports.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from .tf_events import Event
+from .tf_events import BindFailure, Event
 
-MARKERS = ("JAX distributed service on", "[Gloo] Rank", "Gloo ", "RegisterTask", "heartbeat timeout")
+MARKERS = ("JAX distributed service on", "[Gloo] Rank", "Gloo ", "RegisterTask", "heartbeat timeout",
+           "Failed to add port to server")
 
 _JOINING = re.compile(r"(Starting|Connecting to) JAX distributed service on (\S+)")
 _GLOO = re.compile(r"\[Gloo\] Rank (\d+) is connected to (\d+) peer ranks")
-_GLOO_FAILED = re.compile(r"Gloo (\w+) failed: .*?(Connection closed by peer|Connection reset by peer|"
-                          r"Timed out|[A-Z][\w ]+)(?: \[?([\w.:-]+)\]?:(\d+))?")
+_ADD_PORT = re.compile(r"Failed to add port to server.*resolved for '([^']+)'")
+_GLOO_FAILED = re.compile(r"Gloo ([\w-]+) failed: ")  # "Gloo all-reduce failed: ", "Gloo AllGather failed: "
+_GLOO_REASONS = ("Connection closed by peer", "Connection reset by peer", "Connection refused", "Timed out")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +75,10 @@ def jax_events(body: str) -> list[Event]:
         elif match := _GLOO.search(line):
             events.append(GlooConnected(rank=int(match[1]), peers=int(match[2]), lines=(line,)))
         elif match := _GLOO_FAILED.search(line):
-            events.append(GlooFailed(collective=match[1], reason=match[2], lines=(line,)))
+            reason = next((reason for reason in _GLOO_REASONS if reason in line), "a peer went away")
+            events.append(GlooFailed(collective=match[1], reason=reason, lines=(line,)))
+        elif match := _ADD_PORT.search(line):
+            events.append(BindFailure(address=match[1], lines=(line,)))
         elif "RegisterTask" in line and "DEADLINE_EXCEEDED" in line or "heartbeat timeout" in line:
             events.append(CoordinationTimeout(lines=(line[:300],)))
     return events

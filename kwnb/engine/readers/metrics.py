@@ -251,9 +251,12 @@ class MetricsParser:
 
 def _counting_down(match: re.Match) -> bool:
     """A bar line that shows an epoch still under way: an ETA (tf-keras' `ETA: 3s`; Keras 3 shows it bare, so its
-    bar `━`) before the last step. An epoch's last line always shows the last step (Keras finalizes at the target)."""
+    bar `━`) before the last step, or a count of unknown steps. An epoch's last line always shows the last step:
+    Keras finalizes at the target, or at the count reached where it did not know it (`12/Unknown` ends as `12/12`)."""
     rest, steps = match["rest"], match["steps"]
-    return ("ETA:" in rest or "━" in rest) and steps.isdigit() and int(match["step"]) < int(steps)
+    if steps == "Unknown":
+        return True
+    return ("ETA:" in rest or "━" in rest) and int(match["step"]) < int(steps)
 
 
 def _is_number(value) -> bool:

@@ -50,6 +50,9 @@ _ABSL = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ")
 _OLD_TF = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] ")  # TF <= 2.15
 RUNTIME_PREFIX = re.compile(f"{_ABSL.pattern}|{_OLD_TF.pattern}")  # either, anywhere in a line (metrics.py)
 _PROGRESS = re.compile(r"(\d+)/(\d+) [\[━]")  # the Keras bar a warning was glued to: "4/5 [====>..] - ...", "4/5 ━━━━━━━ ..."
+# Keras 3 warns that the input "ran out" at the end of its first pass over data of unknown length (a generator, a
+# filtered dataset), its bar at "12/Unknown", and goes on with the next epoch: how it learns the epoch's length.
+_FIRST_PASS = re.compile(r"\d+/Unknown ")
 _MISMATCH = re.compile(r"(Shape|Type|type) mismatch in the collective instance (\d+)|Collective instance (\d+) expected")
 # A loss printed NaN or infinite by the learner's own loop ("step 3 loss tf.Tensor(nan, ...)", "loss = -inf"): the
 # value right after the name, past a separator ("val_loss improved from inf to 0.69", ModelCheckpoint's first
@@ -211,9 +214,11 @@ class TfLogScanner:
         elif "Attempt to convert a value (PerReplica:" in line:
             self._once(("keras3",), Keras3PerReplica(lines=(line,)), events)
         elif "Your input ran out of data" in line:
-            match = _PROGRESS.findall(self._count(line[:line.find("Your input ran out of data")]))
+            bar = self._count(line[:line.find("Your input ran out of data")])
+            match = _PROGRESS.findall(bar)
             step, steps = map(int, match[-1]) if match else (None, None)
-            self._once(("input",), InputExhausted(source="keras", step=step, steps=steps, lines=(line,)), events)
+            if not _FIRST_PASS.search(bar):
+                self._once(("input",), InputExhausted(source="keras", step=step, steps=steps, lines=(line,)), events)
         elif "ollective instance" in line:
             match = _MISMATCH.search(self._count(line))
             if match:

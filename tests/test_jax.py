@@ -293,3 +293,39 @@ def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp
                 [l for l in cold.logs(i).splitlines() if l.startswith("step ")]
     finally:
         POOL.stop()
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_jax_run_on_slurm_takes_its_coordinator_from_slurms_variables(slurm, tmp_path):
+    from kwnb.backends.slurm import SlurmLauncher
+
+    (tmp_path / "main.py").write_text("import os\nprint('ENV', os.environ['KERAS_DISTRIBUTION_JOB_ADDRESSES'], "
+                                      "os.environ['KERAS_DISTRIBUTION_PROCESS_ID'], 'TF_CONFIG' in os.environ, "
+                                      "flush=True)\n" + LOOP)
+    run = kwnb.launch(tmp_path / "main.py", 2, framework="jax", cwd=tmp_path, runs_dir=tmp_path / "runs",
+                      launcher=SlurmLauncher(partition=slurm.partition, time="5", nodes=1))
+    try:
+        assert run.wait(timeout=300) == [0, 0], run.summary()
+    finally:
+        run.stop()
+    coordinator = run.workers[0].tf_config["cluster"]["worker"][0]  # where Slurm placed task 0
+    assert coordinator.startswith(f"{slurm.node}:")
+    for i in range(2):
+        assert f"ENV {coordinator} {i} False" in run.logs(i) and "[Gloo] Rank" in run.logs(i)
+    assert [l for l in run.logs(0).splitlines() if l.startswith("step ")] == \
+        [l for l in run.logs(1).splitlines() if l.startswith("step ")]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_restarted_jax_cluster_gets_a_fresh_coordinator_port(tmp_path):
+    once = tmp_path / "failed-once"
+    script = (f"import os, sys, pathlib\nprint('COORDINATOR', os.environ['KERAS_DISTRIBUTION_JOB_ADDRESSES'], flush=True)\n"
+              f"if os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '1' and not pathlib.Path({str(once)!r}).exists():\n"
+              f"    pathlib.Path({str(once)!r}).touch()\n    sys.exit(2)\n" + LOOP)
+    run = jax_run(tmp_path, script, on_failure="restart")
+    assert run.exit_codes == [0, 0] and run.status == "finished", run.summary()
+    assert run.restarts == 1
+    coordinators = [line.split()[1] for line in run.logs(0).splitlines() if line.startswith("COORDINATOR ")]
+    assert len(coordinators) == 2 and coordinators[0] != coordinators[1]  # a port an older job may still dial: never

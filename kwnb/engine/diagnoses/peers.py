@@ -35,7 +35,7 @@ def waiting_for_peers(look: Look) -> list[Diagnosis]:
     evidence = list(waiter.signals.waiting.lines) if waiter.signals.waiting else []
     return [Diagnosis("waiting_for_peers", straggler.position,
                       f"{waiter.id} has waited {now - since:.0f} s for {straggler.id} to join; {straggler.id} "
-                      f"{_state(straggler, now)}", evidence=evidence) for straggler in stragglers]
+                      f"{_state(straggler, now, look.view.framework)}", evidence=evidence) for straggler in stragglers]
 
 
 def _waiting_since(task: TaskView) -> float | None:
@@ -47,13 +47,16 @@ def _waiting_since(task: TaskView) -> float | None:
     return None
 
 
-def _state(task: TaskView, now: float) -> str:
+def _state(task: TaskView, now: float, framework: str = "tensorflow") -> str:
     if task.returncode is not None:
         return f"{_ended(task)} before joining: see %kw_logs {task.name}"
     if task.status == "pending":
         return "is still queued by the scheduler"
     if task.started_at is None:
         return "has not started"
+    if framework == "jax":
+        return (f"is still starting ({now - task.started_at:.0f} s since launch: importing JAX and Keras or loading "
+                f"data); it joins when it calls keras.distribution.initialize()")
     return (f"is still starting ({now - task.started_at:.0f} s since launch: importing TensorFlow or loading "
             f"data); it joins when it creates its strategy")
 

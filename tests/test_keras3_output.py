@@ -23,7 +23,7 @@ CAPTURES = [*BARS, "tf_verbose2.log"]  # verbose=2: one line per epoch (tf_ran_o
 STEPS, EPOCHS = 12, 3  # keras3_fit.py: 384 samples in batches of 32, 3 epochs; evaluate: 128 in batches of 32
 BOLD = r"(?:\x1b\[1m)?"  # verbose=1 draws the step count in bold, verbose=2 plainly
 FINAL = re.compile(BOLD + r" ?(\d+)/(\d+)[^\r\n\x08]* - accuracy: ([0-9.]+) - loss: ([0-9.]+)"
-                   r"(?: - val_accuracy: ([0-9.]+) - val_loss: ([0-9.]+))?\n")
+                   r"(?: - val_accuracy: ([0-9.]+) - val_loss: ([0-9.]+))? *\n")  # padded where a longer frame was
 REDRAWN = re.compile(r"\x1b\[1m *(\d+)/12\x1b\[0m[^\r\n\x08]* - accuracy: ([0-9.]+) - loss: ([0-9.]+) *\x08")
 
 
@@ -162,3 +162,24 @@ def test_keras3_first_pass_over_data_of_unknown_length_is_no_input_exhausted():
                                 for e, (acc, loss) in enumerate(epoch_lines)]
     assert parser.evaluations == [] and parser.steps_per_epoch == STEPS
     assert [e for e in tf.scan(text) if isinstance(e, InputExhausted)] == []
+
+
+def test_keras3_fit_of_one_epoch_has_no_header_and_is_read_all_the_same():
+    """tf_one_epoch.log: fit(epochs=1), then evaluate. Keras 3 prints no `Epoch 1/1`: its bar is epoch 1's (the
+    progress names it, with no total to count against), and evaluate's bar that follows is an evaluation."""
+    text = raw("tf_one_epoch.log")
+    assert "Epoch" not in text
+    epochs, evaluation = expected_epochs_and_evaluation(text)
+    assert len(epochs) == 1
+    parser = read(text)
+    assert parser.history() == epochs
+    assert parser.evaluations == [{**evaluation, "epoch": 0}]
+    assert parser.progress() == (None, f"epoch 1, step {STEPS}/{STEPS}")
+
+
+def test_a_loop_s_own_count_lines_are_no_fit_followed_by_evaluate():
+    """A custom loop's `step k/N - loss: x` lines, each ended by `\\n`, with no `Epoch` and no bar: no Keras fit,
+    so none is taken for an evaluation; each is read as before (the step moves on, the last values stand)."""
+    parser = read("step 1/3 - loss: 0.9000\nstep 2/3 - loss: 0.8000\nstep 3/3 - loss: 0.7000\n")
+    assert parser.evaluations == [] and parser.step == 3 and parser.epoch is None
+    assert parser.history() == [{"epoch": 0, "loss": 0.7}]

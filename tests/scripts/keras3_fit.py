@@ -5,6 +5,7 @@
     MODE      mirrored: fit under tf.distribute.MirroredStrategy (each task of a cluster then trains alone)
               ran-out: fit asks 10 steps an epoch of a tf.data dataset of 4 batches, not repeated, and stops there
               unknown: fit 2 epochs on a tf.data dataset of unknown length (filtered), not repeated
+              one-epoch: fit 1 epoch (Keras 3 prints no `Epoch 1/1`), then evaluate
 
 3 epochs of 12 steps with validation data, then evaluate (4 steps) and predict (4 steps). A callback sleeps 30 ms
 after each training batch so that Keras 3, which redraws its bar at most every 50 ms, draws some steps and skips
@@ -53,7 +54,8 @@ if mode in ("ran-out", "unknown"):
         batches = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda *_: True).batch(32)
         model.fit(batches, epochs=2, verbose=verbose, callbacks=[Slow()])
     sys.exit(0)
-model.fit(x, y, batch_size=32, epochs=3, validation_data=(x_val, y_val), verbose=verbose, callbacks=[Slow()])
+epochs = 1 if mode == "one-epoch" else 3
+model.fit(x, y, batch_size=32, epochs=epochs, validation_data=(x_val, y_val), verbose=verbose, callbacks=[Slow()])
 print("evaluated:", model.evaluate(x_val, y_val, batch_size=32, verbose=verbose))
 print("predicted:", model.predict(x_val, batch_size=32, verbose=verbose).shape)
 print("DONE", keras.__version__, keras.backend.backend())

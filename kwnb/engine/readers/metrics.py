@@ -134,7 +134,7 @@ class MetricsParser:
             if end == "\n":
                 self.evaluations.append({"epoch": self.epoch if self.epoch is not None else 0, **metrics})
             return
-        if self.epoch is None:
+        if self.epoch is None and "━" in rest:
             self.epoch = 0  # Keras 3 prints no `Epoch 1/1` when fitting one epoch: its bar is epoch 1's all the same
         step = int(match["step"])
         self.step = step
@@ -148,13 +148,21 @@ class MetricsParser:
                 # last step; the epoch line is (with values already reduced: no scaling).
                 self._add_step(epoch, step, metrics, always=True)
             self._add_epoch(epoch, metrics)
-            self._evaluating = True
+            self._evaluating = self._fit_ended(match)
         else:
             self._last_drawn = metrics
             scale = self.step_scale if self.replicas_summed else 1.0
             row = self._add_step(epoch, step, {k: v * scale for k, v in metrics.items()})
             if row is not None and self.replicas_summed is None:
                 self._unscaled.append(row)
+
+    def _fit_ended(self, match: re.Match) -> bool:
+        """Whether an epoch's line is a Keras fit's (so a bar that follows with no `Epoch k/N` is evaluate's): at its
+        last step, after an `Epoch k/N` or drawn as a bar (`[===]`, `━━━`). A loop's own `step 1/40 - loss: 0.69`
+        lines are not: each is read as today, the next replacing it."""
+        steps, rest = match["steps"], match["rest"]
+        keras = self.total_epochs is not None or "━" in rest or "[" in rest
+        return keras and steps.isdigit() and int(match["step"]) == int(steps)
 
     def _learn_summed(self, epoch_values: dict) -> None:
         """At an epoch's end: were its step values summed over replicas? The last redrawn value against the

@@ -4,7 +4,8 @@ CPU processes): a process that never joins leaves the others silent for 300 s, a
 leaves the survivor ~80 s before it aborts; kwnb sees the end at once and its failure policy stops the others.
 
 - jax_alone: a task trained, or finished, and never began keras.distribution.initialize(): it trained alone.
-- jax_not_joined: a task ended before it joined while the others wait for it in initialize().
+- jax_not_joined: a task ended without a Python error (an exit code, a signal) before it joined, while the others
+  wait for it in initialize().
 - jax_peer_lost: a task's collective failed because a peer went away (`Gloo AllReduce failed ... Connection
   closed by peer`), or JAX's coordinator gave up on a peer: told on the peer, with how it ended.
 """
@@ -45,6 +46,8 @@ def jax_not_joined(task: TaskView, look: Look) -> Diagnosis | None:
     tasks = _training(look)
     if task not in tasks or task.returncode is None or task.stop_requested or _joined(task):
         return None
+    if task.signals.traceback is not None:
+        return None  # `error` tells it, with the fix where kwnb knows one (initialize() after JAX work)
     waiting = [t for t in tasks if t is not task and t.alive and not _joined(t)]
     if not waiting:
         return None

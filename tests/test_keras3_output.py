@@ -183,3 +183,11 @@ def test_a_loop_s_own_count_lines_are_no_fit_followed_by_evaluate():
     parser = read("step 1/3 - loss: 0.9000\nstep 2/3 - loss: 0.8000\nstep 3/3 - loss: 0.7000\n")
     assert parser.evaluations == [] and parser.step == 3 and parser.epoch is None
     assert parser.history() == [{"epoch": 0, "loss": 0.7}]
+
+
+def test_a_tf_keras_progbar_of_a_loop_with_no_epoch_line_keeps_being_read():
+    """tf.keras.utils.Progbar drawn once an epoch by a custom loop that prints no `Epoch k/N`: each bar is read as
+    before (its values replace the last), none taken for an evaluation."""
+    bar = "3/3 [==============================] - 0s 2ms/step - loss: {:.4f}\n"
+    parser = read(bar.format(0.9) + bar.format(0.8))
+    assert parser.evaluations == [] and parser.history() == [{"epoch": 0, "loss": 0.8}]

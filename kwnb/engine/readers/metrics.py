@@ -5,9 +5,10 @@ Understands Keras progress bars (`model.fit`, verbose 1 and 2, as tf-keras and K
 the pieces get here, readers/lines.py), the custom-loop tutorial's `Epoch: 0, accuracy: 0.83, train_loss: 0.52.`
 lines, and rows written by `kwnb.report()`. Epochs are numbered from 0, as in Keras's `History.epoch`.
 
-A bar drawn after an epoch's last line and before the next `Epoch k/N` is not training's: `evaluate` (its last
+A bar drawn after a fit's epoch ended and before the next `Epoch k/N` is not training's: `evaluate` (its last
 line's values are kept in `evaluations`) or `predict` (no values). Keras prints `Epoch k/N` before every epoch
-(Keras 3 only when fitting more than one), so those bars neither move the step count nor replace an epoch.
+(Keras 3 only when fitting more than one), so those bars neither move the step count nor replace an epoch. A
+custom loop's own count lines, or a Progbar it draws with no `Epoch k/N`, are read as before (`_fit_ended`).
 """
 from __future__ import annotations
 
@@ -158,10 +159,11 @@ class MetricsParser:
 
     def _fit_ended(self, match: re.Match) -> bool:
         """Whether an epoch's line is a Keras fit's (so a bar that follows with no `Epoch k/N` is evaluate's): at its
-        last step, after an `Epoch k/N` or drawn as a bar (`[===]`, `━━━`). A loop's own `step 1/40 - loss: 0.69`
-        lines are not: each is read as today, the next replacing it."""
-        steps, rest = match["steps"], match["rest"]
-        keras = self.total_epochs is not None or "━" in rest or "[" in rest
+        last step, after an `Epoch k/N`, or drawn as Keras 3 draws it (`━━━`: a fit of one epoch has no header).
+        A loop's own lines are not (`step 1/40 - loss: 0.69`, or a tf-keras Progbar's per epoch with no header):
+        each is read as before, the next replacing it."""
+        steps = match["steps"]
+        keras = self.total_epochs is not None or "━" in match["rest"]
         return keras and steps.isdigit() and int(match["step"]) == int(steps)
 
     def _learn_summed(self, epoch_values: dict) -> None:

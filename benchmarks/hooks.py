@@ -101,9 +101,11 @@ SCREEN_TOTAL_LINES = Hook(SCREEN, "TerminalScreen.total_lines", ("kernel",),
                           "lines read into the dashboard (section 3: none missing)")
 TASK_PORT_OPEN_AT = Hook(TASK, "Task.port_open_at", ("kernel", "bringup"), "when kwnb saw a task's port open")
 TASK_ADDRESS = Hook(TASK, "Task.address", ("kernel", "bringup"), "the ports the benchmark's own probe polls")
-RUN_DONE = Hook(RUN, "Run.done", ("kernel", "bringup", "rerun", "load"), "whether a run ended before the timeout")
+RUN_DONE = Hook(RUN, "Run.done", ("kernel", "bringup", "rerun", "load", "keras3_jax"),
+                "whether a run ended before the timeout")
 RUN_STARTED_AT = Hook(RUN, "Run.started_at", ("kernel", "load"), "the run's start, for times since it")
-RUN_ENDED_AT = Hook(RUN, "Run.ended_at", ("kernel", "bringup", "rerun"), "every process exited (the whole run's end)")
+RUN_ENDED_AT = Hook(RUN, "Run.ended_at", ("kernel", "bringup", "rerun", "keras3_jax"),
+                    "every process exited (the whole run's end)")
 NETWORK_CHOSEN = Hook(LOCAL, "LocalLauncher.chosen", ("firstcell", "rerun"), "the network a run got")
 POOL_STATUS = Hook(WARM, "POOL.status", ("firstcell", "rerun"), "the warm interpreters: ready, pid, PSS")
 POOL_REFUSED = Hook(WARM, "POOL.refused", ("firstcell", "rerun"), "why the pool is not full")

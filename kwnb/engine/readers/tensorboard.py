@@ -44,6 +44,9 @@ EVENTS_MARK = "tfevents"  # TensorBoard's own test for an event file name
 KEEP_EARLY_STEPS = 100_000  # steps kept to work out steps per epoch (needs the first epoch's)
 
 
+LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+
+
 @contextlib.contextmanager
 def quiet_tensorflow_import():
     """TensorFlow imported by kwnb in a kernel (TensorBoard's reader) writes its C++ start-up lines (absl's
@@ -55,7 +58,7 @@ def quiet_tensorflow_import():
         yield
         return
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved, level = os.dup(2), os.environ.get(LOG_LEVEL)
     try:
         with open(os.devnull, "wb") as devnull:
             os.dup2(devnull.fileno(), 2)
@@ -63,6 +66,8 @@ def quiet_tensorflow_import():
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+        if level is None:  # jax, which TensorFlow 2.21 imports where installed, sets it (setdefault) for the kernel's
+            os.environ.pop(LOG_LEVEL, None)  # every later child: its TensorFlow would then write no INFO lines
 
 
 def use_tensorflow_stub() -> bool:

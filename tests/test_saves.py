@@ -117,3 +117,38 @@ def test_every_worker_saving_to_one_path_is_told_whether_or_not_it_failed_and_th
     assert "ckpt" in said and "workertemp_<task index>/ckpt" in said, said
     assert right.exit_codes == [0, 0] and right.diagnoses == [], right.summary()
     assert (tmp_path / "right" / "saved_model" / "saved_model.pb").is_file()
+
+
+def test_an_hdf5_save_that_found_the_file_locked_by_another_task_is_the_same_path():
+    """h5py locks the file it writes: a second worker's `model.save("model.h5")` at the same moment fails with
+    "unable to lock file" (errno 11), a real capture of the corpus's report-h5-same-path (ray-project/ray#27938)."""
+    import tempfile
+
+    from kwnb.engine.diagnoses import diagnose
+    from kwnb.engine.diagnoses.diagnosis import RunView
+    from kwnb.engine.tasks.task import Task
+    from kwnb.engine.tasks.view import view_of
+    from kwnb.task.tf_config import TaskId
+
+    folder, made = Path(tempfile.mkdtemp()), []
+    for position, (log, code) in enumerate([("same-path-notfound-worker-1.log", 0),
+                                            ("same-path-h5lock-worker-1.log", 1)]):
+        task = Task(position, TaskId("worker", position), folder / f"{position}.log", folder / f"{position}.jsonl",
+                    10, user_files=("/home/learner/h5_same_path.py",))
+        text = (DATA / log).read_text()
+        task.metrics.feed(text)
+        task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=9.5)
+        task.returncode, task.ended_at, task.started_at, task.is_chief = code, 10.0, 0.0, position == 0
+        made.append(task)
+    save = saves.SaveCall("model.h5", 15, "model.save")
+    found = diagnose.findings(RunView(tasks=tuple(view_of(t, 30.0) for t in made), name="main",
+                                      script="h5_same_path.py", saves=(save,)), 30.0)
+    assert [d.kind for d in found if d.kind in ("same_save_path", "error")] == ["same_save_path"], found
+    (told,) = [d for d in found if d.kind == "same_save_path"]
+    assert told.task == 1 and "worker 1's save to model.h5 failed" in told.message
+    assert "unable to lock file" in told.message and "worker 0 saved to the same path" in told.message
+    # without the script's literal save at that line, it is an error like any other
+    other = diagnose.findings(RunView(tasks=tuple(view_of(t, 30.0) for t in made), name="main",
+                                      script="h5_same_path.py", saves=(saves.SaveCall("model.h5", 99, "model.save"),)),
+                              30.0)
+    assert "same_save_path" not in [d.kind for d in other] and "error" in [d.kind for d in other]

@@ -126,7 +126,16 @@ def wants_stacks(view: RunView, now: float) -> list[int]:
         return []
     if any(d.kind in ("stalled", "uneven_steps") for d in view.diagnoses):
         return []
-    return [task.position for task in view.tasks if task.alive]
+    # A task whose error reached the script's top level is exiting: its stacks handler may be gone already, and the
+    # signal would end it as a kill (exit -12) told as one from outside (the corpus's keras-guide-multi-gpu-tf-mwms).
+    return [task.position for task in view.tasks if task.alive and not uncaught(task, view.script)]
+
+
+def uncaught(task: TaskView, script: str) -> bool:
+    """Whether the task's last traceback reached the script's top level: uncaught, so the task is ending with it
+    (exiting can take seconds)."""
+    traceback = task.signals.traceback[1] if task.signals.traceback else None
+    return traceback is not None and any(f.function == "<module>" and f.file.endswith(script) for f in traceback.frames)
 
 
 def _stall_suspected(view: RunView, now: float, found: list[Diagnosis]) -> bool:
@@ -212,11 +221,9 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
     _, traceback = task.signals.traceback
     if signals.input_exhausted and traceback.short_type in ("StopIteration", "OutOfRangeError"):
         return None  # input_exhausted says it
-    if saves.collided_path(traceback):
+    if saves.failed_save_path(traceback, look):
         return None  # same_save_path says it
-    # Reached the script's top level: uncaught, so the task is ending with it (exiting can take seconds).
-    uncaught = any(f.function == "<module>" and f.file.endswith(script) for f in traceback.frames)
-    if task.returncode in (None, 0) and not uncaught:
+    if task.returncode in (None, 0) and not uncaught(task, script):
         return None  # printed, maybe handled: an error only once the task fails with it
     if traceback.short_type in CONSEQUENCES and task.signals.peer_reports:
         return None  # it failed because a peer was lost: peer_lost says which

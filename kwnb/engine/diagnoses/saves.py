@@ -32,6 +32,7 @@ from ..tasks.view import TaskView
 from .diagnosis import Diagnosis, Look
 
 MERGE_OP = "MergeV2Checkpoints"
+LOCKED = re.compile(r"unable to lock file")  # h5py's (HDF5 file locking), from a save to one .h5 file
 # The path a save was given, before the temporary shard's part: a SavedModel's folder, or a checkpoint's prefix.
 _SHARD = re.compile(r"""(?P<path>[^\s'"]+?)(?:/variables/variables_temp|_temp)/part-\d+-of-\d+""")
 FILES_LOOKED_AT = 1000  # of a saved folder, for the newest one's time: a model's folder holds a dozen
@@ -56,11 +57,25 @@ def same_save_path(look: Look) -> list[Diagnosis]:
     return failed or _saved_alike(look)
 
 
+def _locked_save(traceback: PythonTraceback, look: Look) -> str | None:
+    """The literal path of the script's save that failed because another process held the file open (h5py's
+    "unable to lock file", errno 11: `model.save("model.h5")` by every worker, ray-project/ray#27938), or None."""
+    if not LOCKED.search("\n".join((traceback.error[1], *traceback.lines))):
+        return None
+    lines = {f.line for f in traceback.frames if f.file.endswith(look.view.script)}
+    return next((save.path for save in look.view.saves if save.line in lines), None)
+
+
+def failed_save_path(traceback: PythonTraceback, look: Look) -> str | None:
+    """The path whose save failed because another task saved to it too (either way above), or None."""
+    return collided_path(traceback) or _locked_save(traceback, look)
+
+
 def _failed_save(task: TaskView, look: Look) -> Diagnosis | None:
     if task.signals.traceback is None or task.stop_requested:
         return None
     traceback = task.signals.traceback[1]
-    path = collided_path(traceback)
+    path, locked = failed_save_path(traceback, look), collided_path(traceback) is None
     uncaught = any(f.function == "<module>" and f.file.endswith(look.view.script) for f in traceback.frames)
     if path is None or task.returncode in (None, 0) and not uncaught:
         return None  # (as `error`: an error once the task fails with it)
@@ -68,8 +83,9 @@ def _failed_save(task: TaskView, look: Look) -> Diagnosis | None:
     where = f" ({frame})" if frame else ""
     others = [other for other in look.members if other is not task]
     names = " and ".join(str(other.id) for other in others) or "another task"
-    cause = (f"{task.id}'s save to {path} failed{where}: {names} saved to the same path at the same time, and "
-             f"deleted the temporary files {task.id} was merging ({short_type} in {MERGE_OP})")
+    how = (f"held the file open ({short_type}: unable to lock file)" if locked else
+           f"deleted the temporary files {task.id} was merging ({short_type} in {MERGE_OP})")
+    cause = f"{task.id}'s save to {path} failed{where}: {names} saved to the same path at the same time, and {how}"
     kept = [other for other in others if other.returncode == 0]
     holds = f"; {path} now holds {kept[0].id}'s save" if len(kept) == 1 else ""
     return Diagnosis("same_save_path", task.position, f"{cause}{holds}. {fix(path)}",
@@ -91,7 +107,7 @@ def _saved_alike(look: Look) -> list[Diagnosis]:
     return [Diagnosis(
         "same_save_path", None,
         f"{tasks} {'both' if len(members) == 2 else 'all'} saved to {save.path} ({look.view.script} line {save.line}, {save.call}): their files went to "
-        f"the same place, so {save.path} holds whichever task's writes came last; this run got through, but such "
+        f"the same path, so {save.path} holds whichever task's writes came last; this run got through, but such "
         f"saves fail at random ({MERGE_OP} finding its temporary files gone). {fix(save.path)}",
         evidence=[f"{look.view.script} line {save.line}: {save.call}({save.path!r})"])]
 

@@ -130,8 +130,8 @@ class LaunchSettings:
                                                                         "training", check=SECONDS_AT_LEAST_ZERO)
     # Where the tasks run: a launcher, or a backend's name (backends/); network and warm are the local backend's
     # options (backends/catalog.py declares their flags), kept here for Run to make that launcher.
-    launcher: Launcher | str = option("local", "where tasks run: processes here (default) or one Slurm job "
-                                                 "(sbatch)", "--backend",
+    launcher: Launcher | str = option("local", "where tasks run: processes here (default), one Slurm job "
+                                                 "(sbatch) or a Ray cluster's actors (ray)", "--backend",
                                         choices=_backend_names)
     network: str | None = python_only(None, "the local backend's --network")
     warm: bool | None = python_only(None, "the local backend's choice of warm interpreters (--cold: False)")

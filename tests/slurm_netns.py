@@ -35,6 +35,18 @@ FIRST_NODE_HOST = 11  # node i gets .11+i; .1 is the root namespace, .2 slurmctl
 # Names this module gives: the token, then c (slurmctld's namespace), nN (a node), br, vN or pN (links).
 OWN_NAME = re.compile(r"^kwnb(\d+)[a-z](?:c|n\d+|br|v\d+|p\d+)?$")
 
+# Prepended to a training script: where this task really is (its network namespace, and the address it
+# uses to reach the next task), printed before TensorFlow starts.
+WHERE = """import json as _json, os as _os, socket as _socket
+_config = _json.loads(_os.environ["TF_CONFIG"])
+_workers = _config["cluster"]["worker"]
+_peer = _workers[(_config["task"]["index"] + 1) % len(_workers)].rpartition(":")[0]
+with _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM) as _probe:
+    _probe.connect((_peer, 9))  # UDP: nothing is sent; the kernel picks the route and our address on it
+    print("HOST " + _json.dumps({"netns": _os.readlink("/proc/self/ns/net"), "address": _probe.getsockname()[0]}),
+          flush=True)
+"""
+
 
 class NetworkUnavailable(Exception):
     """No namespaced hosts can be made here; the message says why (the tests skip with it)."""

@@ -14,20 +14,11 @@ import pytest
 
 import kwnb
 from kwnb.errors import LaunchError
+from slurm_netns import WHERE
 
 pytestmark = [pytest.mark.slow]
 
 SCRIPTS = Path(__file__).parent / "scripts"
-# Prepended to a script: the address this task reaches its peers from, before TensorFlow starts.
-WHERE = """import json as _json, os as _os, socket as _socket
-_config = _json.loads(_os.environ["TF_CONFIG"])
-_workers = _config["cluster"]["worker"]
-_peer = _workers[(_config["task"]["index"] + 1) % len(_workers)].rpartition(":")[0]
-with _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM) as _probe:
-    _probe.connect((_peer, 9))
-    print("HOST " + _json.dumps({"netns": _os.readlink("/proc/self/ns/net"), "address": _probe.getsockname()[0]}),
-          flush=True)
-"""
 
 
 @pytest.fixture

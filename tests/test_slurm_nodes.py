@@ -21,6 +21,7 @@ from IPython.testing.globalipapp import start_ipython
 
 import kwnb
 import slurm_netns
+from slurm_netns import WHERE
 import slurm_support
 from kwnb.engine.diagnoses.stacks import blocked_at
 from kwnb.slurm import SlurmLauncher
@@ -30,17 +31,6 @@ from waiting import wait_until
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 SCRIPTS = Path(__file__).parent / "scripts"
-# Prepended to a training script: where this task really is (its network namespace, and the address it
-# uses to reach the next task), printed before TensorFlow starts.
-WHERE = """import json as _json, os as _os, socket as _socket
-_config = _json.loads(_os.environ["TF_CONFIG"])
-_workers = _config["cluster"]["worker"]
-_peer = _workers[(_config["task"]["index"] + 1) % len(_workers)].rpartition(":")[0]
-with _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM) as _probe:
-    _probe.connect((_peer, 9))  # UDP: nothing is sent; the kernel picks the route and our address on it
-    print("HOST " + _json.dumps({"netns": _os.readlink("/proc/self/ns/net"), "address": _probe.getsockname()[0]}),
-          flush=True)
-"""
 
 
 @pytest.fixture

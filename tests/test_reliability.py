@@ -19,23 +19,24 @@ def runs_in_tmp(tmp_path, monkeypatch, stop_leftover_runs):
 
 
 class PortThief(LocalLauncher):
-    """Chooses free ports like the local launcher, then another socket takes the first one before
-    the worker binds it: the race that a real busy machine can produce."""
+    """Chooses free ports like the local launcher, then another socket takes the first one in the moment between
+    the launcher letting go of the ports it held and the worker binding it: the race a real busy machine can
+    still produce (another program's bind, not another picker's)."""
 
     def __init__(self):
         # This machine's network: in a private one the thief's socket could not clash with the worker.
         super().__init__(network="host", warm=False)
         self.stolen = []
 
-    def addresses(self, tasks):
-        addresses = super().addresses(tasks)
-        if not self.stolen:
+    def _release_ports(self):
+        ports = self._held.ports if self._held is not None else []
+        super()._release_ports()
+        if ports and not self.stolen:
             thief = socket.socket()
-            thief.bind(("localhost", int(addresses[0].rsplit(":", 1)[1])))
+            thief.bind(("localhost", ports[0]))
             thief.listen()
             self.stolen.append(thief)
             self.taken_port = thief.getsockname()[1]
-        return addresses
 
 
 @pytest.mark.slow

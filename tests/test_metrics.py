@@ -356,3 +356,13 @@ def test_a_bar_cut_by_the_script_s_own_line_is_a_step_not_the_epoch_s_end():
     parser.feed("\x08" * 10 + "\r40/40 [=====] - 3s 75ms/step - loss: 0.7000 - accuracy: 0.6000\n")
     assert parser.epochs == {0: {"epoch": 0, "loss": 0.7, "accuracy": 0.6}}
     assert [row["step"] for row in parser.steps][:2] == [1, 2]
+
+
+def test_a_callback_print_between_the_last_steps_eta_and_the_epochs_line_leaves_the_epochs_values():
+    """tf-keras draws the last step with an ETA before it finalizes the epoch's line; a callback that prints at the
+    epoch's end (Kubeflow's multi-worker Keras example: "Learning rate for epoch 1 is ...") cuts that draw off as a
+    line of its own. Its running values are summed over the 2 replicas (4.4629), the epoch's line after it is the
+    epoch's (2.2314): a real worker's log (tests/data/tf-2.21/README.md)."""
+    parser = MetricsParser()
+    parser.feed((Path(__file__).parent / "data" / "tf-2.21" / "callback-print-cuts-last-step-worker-1.log").read_text())
+    assert [(row["epoch"], row["loss"]) for row in parser.history()] == [(0, 2.2314), (1, 1.9897)]

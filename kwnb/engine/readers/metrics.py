@@ -260,13 +260,15 @@ class MetricsParser:
 
 
 def _counting_down(match: re.Match) -> bool:
-    """A bar line that shows an epoch still under way: an ETA (tf-keras' `ETA: 3s`; Keras 3 shows it bare, so its
-    bar `━`) before the last step, or a count of unknown steps. An epoch's last line always shows the last step:
-    Keras finalizes at the target, or at the count reached where it did not know it (`12/Unknown` ends as `12/12`)."""
+    """A bar line that shows an epoch still under way: tf-keras' `ETA: 3s`, which its epoch's last line never shows
+    (it draws the last step with an ETA too before it finalizes with the time per step: a callback's print between
+    the two cut `5/5 ... - ETA: 0s - loss: 4.46` off as a line of its own); Keras 3's bar (`━`, its ETA bare) before
+    the last step; or a count of unknown steps. An epoch's last line always shows the last step: Keras finalizes at
+    the target, or at the count reached where it did not know it (`12/Unknown` ends as `12/12`)."""
     rest, steps = match["rest"], match["steps"]
-    if steps == "Unknown":
+    if steps == "Unknown" or "ETA:" in rest:
         return True
-    return ("ETA:" in rest or "━" in rest) and int(match["step"]) < int(steps)
+    return "━" in rest and int(match["step"]) < int(steps)
 
 
 def _is_number(value) -> bool:

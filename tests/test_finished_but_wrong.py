@@ -145,7 +145,9 @@ def test_a_hundredfold_rise_over_the_best_loss_is_diverging_and_a_noisy_clean_fi
 
 
 def bar(step, steps, loss, accuracy, end="\r"):
-    return f"{step}/{steps} [====] - ETA: 0s - loss: {loss:.4f} - accuracy: {accuracy:.4f}{end}"
+    """A tf-keras bar line: redrawn with an ETA (even at the last step), the epoch's line with the time per step."""
+    timing = "ETA: 0s" if end == "\r" else "1s 10ms/step"
+    return f"{step}/{steps} [====] - {timing} - loss: {loss:.4f} - accuracy: {accuracy:.4f}{end}"
 
 
 def test_step_values_are_divided_only_once_an_epoch_shows_they_were_summed():

@@ -15,6 +15,7 @@ for i in range(epochs * steps):  # about SECONDS
     epoch, step = divmod(i, steps)
     time.sleep(max(0.0, start + (i + 1) / rate - time.time()))
     end = "\n" if step == steps - 1 else ""
-    print(f"\r{step + 1}/{steps} [{'=' * (step + 1):<{steps}}] - ETA: 0s - loss: {1 / (i + 1):.4f}", end=end, flush=True)
+    timing = f"0s {1000 / rate:.0f}ms/step" if end else "ETA: 0s"  # tf-keras: the time per step on the epoch's line only
+    print(f"\r{step + 1}/{steps} [{'=' * (step + 1):<{steps}}] - {timing} - loss: {1 / (i + 1):.4f}", end=end, flush=True)
     if end and epoch + 1 < epochs:
         print(f"Epoch {epoch + 2}/{epochs}", flush=True)

@@ -130,13 +130,13 @@ class SaveCall:
     call: str
 
 
-def literal_saves(script: os.PathLike | str) -> tuple[SaveCall, ...]:
+def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[SaveCall, ...]:
     """The script's saves to a literal path (or a module-level name bound once to one) that every task makes:
     under no `if` (but `if __name__ == "__main__":`) or loop condition, since a branch may be one task's (`if
     is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a script that
-    cannot be read or parsed. Read once, when the run is made."""
+    cannot be read or parsed. Read once, when the run is made (`text`: the script's, where the caller read it)."""
     try:
-        tree = ast.parse(Path(script).read_text(encoding="utf-8", errors="replace"))
+        tree = ast.parse(Path(script).read_text(encoding="utf-8", errors="replace") if text is None else text)
     except (OSError, SyntaxError, ValueError):
         return ()
     names = _literal_names(tree)

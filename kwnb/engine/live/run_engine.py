@@ -121,12 +121,16 @@ class RunEngine:
         kept = [Path(f).resolve() for f in files]
         self.user_files = (str(self.script), *map(str, kept))  # fixed: whose frames a diagnosis names
         self.hand_sharding: tuple = ()  # fixed: where those files shard a dataset after batching it
-        self.saves = saves.literal_saves(self.script)  # fixed: the script's saves to one literal path
+        self.saves: tuple = ()  # fixed: the script's saves to one literal path
         for path in [self.script, *kept]:
             if path.is_file():
                 shutil.copy2(path, self.dir / path.name)
+                is_script = path == self.script
+                text = _text(self.dir / path.name) if path.suffix == ".py" or is_script else ""  # once, for both readers
                 if path.suffix == ".py":
-                    self.hand_sharding += program.hand_sharding(str(path), _text(self.dir / path.name))
+                    self.hand_sharding += program.hand_sharding(str(path), text)
+                if is_script:
+                    self.saves = saves.literal_saves(path, text)
         return kept
 
     def _make_tasks(self, keep_lines: int, outputs: tuple) -> list[Task]:

@@ -248,12 +248,13 @@ def _reach_python(folder: Path) -> list[str]:
     """A prefix that starts the hub in a mount namespace of its own where the learners can reach the Python
     and this checkout (pyenv under /root, mode 700, on the test machine; a clone in a mode-700 folder):
     readable_copy.reach_steps."""
-    steps = readable_copy.reach_steps([Path(sys.executable), Path(sys.prefix), ROOT], folder)
+    needed = [Path(sys.executable), Path(sys.prefix), ROOT / "kwnb", TESTS]  # the servers import kwnb from ROOT
+    steps = readable_copy.reach_steps(needed, folder)
     if not steps:
         return []
     if shutil.which("unshare") is None:
-        blocked = readable_copy.closed_folders([Path(sys.executable), Path(sys.prefix), ROOT])
-        raise HubUnavailable(f"the learners cannot enter {blocked[0][0]} to reach the Python, and there is no "
+        blocked = next(iter(readable_copy.closed_folders(needed)))
+        raise HubUnavailable(f"the learners cannot enter {blocked} to reach the Python, and there is no "
                              "unshare to give them a way in")
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", steps + ' && exec "$@"', "sh"]
 

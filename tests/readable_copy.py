@@ -58,30 +58,33 @@ def copy_for_everyone(package: Path) -> Iterator[Path | None]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def closed_folders(needed: list[Path]) -> list[tuple[Path, str]]:
-    """The folders on the way to each needed path that other users cannot enter, each with the entry below it
-    that leads on."""
-    closed = []
+def closed_folders(needed: list[Path]) -> dict[Path, set[str]]:
+    """The folders on the way to each needed path that other users cannot enter, each with the entries below it
+    that lead on (a clone in a mode-700 folder needs its venv, its package and its tests through one folder)."""
+    closed: dict[Path, set[str]] = {}
     for path in needed:
         path = Path(os.path.realpath(path))
         for folder in path.parents:
             if folder != Path("/") and not folder.stat().st_mode & stat.S_IXOTH:
-                closed.append((folder, path.relative_to(folder).parts[0]))
-    return sorted(set(closed))
+                closed.setdefault(folder, set()).add(path.relative_to(folder).parts[0])
+    return dict(sorted(closed.items()))
 
 
 def reach_steps(needed: list[Path], scratch: Path) -> str:
     """Shell steps, to run as root in a mount namespace of one's own (`unshare --mount --propagation private`),
     after which other users can reach every needed path ("" where they can already).
 
-    Each closed folder gets a tmpfs of mode 711 over it with only the entry that leads on bound back in: the
-    machine's own folders keep their modes, and the way ends with the namespace's processes."""
+    Each closed folder gets one tmpfs of mode 711 over it with only the entries that lead on bound back in: the
+    machine's own folders keep their modes, and the way ends with the namespace's processes. Outer folders come
+    first, so an inner closed folder is found through the entry bound back into the outer one."""
     steps = []
-    for number, (closed, entry) in enumerate(closed_folders(needed)):
+    for number, (closed, entries) in enumerate(closed_folders(needed).items()):
         hidden = Path(scratch) / f"hidden{number}"
         steps.append(f"mkdir -p {hidden} && mount --bind {closed} {hidden} && "
-                     f"mount -t tmpfs -o mode=711 kwnb-reach {closed} && mkdir {closed / entry} && "
-                     f"mount --bind {hidden / entry} {closed / entry}")
+                     f"mount -t tmpfs -o mode=711 kwnb-reach {closed}")
+        for entry in sorted(entries):
+            make = "mkdir" if (closed / entry).is_dir() else "touch"
+            steps.append(f"{make} {closed / entry} && mount --bind {hidden / entry} {closed / entry}")
     return " && ".join(steps)
 
 

@@ -36,6 +36,9 @@ def main() -> None:
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # not kwnb/task/: its modules are not the user's
     sys.path.append(PACKAGE_PARENT)  # `import kwnb` (for kwnb.report) even under another Python
+    from kwnb.task import lean_imports
+
+    lean_imports.install()  # before the script's `import tensorflow`: no jax unless the script wants it
     watch_parent()
     run(script)
 

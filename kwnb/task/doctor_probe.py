@@ -37,4 +37,8 @@ def probe() -> dict:
 if __name__ == "__main__":
     if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # run by path: kwnb/task/'s modules are not the ones TensorFlow imports
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from kwnb.task import lean_imports
+
+    lean_imports.install()  # as a task imports TensorFlow: without the optional jax
     print(MARK + json.dumps(probe()))

@@ -64,8 +64,9 @@ def become(job: dict) -> str:
 def main() -> None:
     del sys.path[0]  # kwnb/task/: its modules must not stand in for anything TensorFlow imports
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from kwnb.task import bootstrap
+    from kwnb.task import bootstrap, lean_imports
 
+    lean_imports.install()  # before the warm-up's `import tensorflow`, as in a cold task
     bootstrap.watch_parent()
     modules = tuple(filter(None, sys.argv[2].split(","))) if len(sys.argv) > 2 else ("tensorflow", "tf_keras")
     importer = threading.Thread(target=warm_up, args=(int(sys.argv[1]) if len(sys.argv) > 1 else 0, modules))

@@ -11,7 +11,7 @@ from kwnb.notebook import overview
 # Prints the thread variables it got. (It imports no TensorFlow, as its text says: a light task.)
 PRINT_THREADS = """import json, os
 print("THREADS " + json.dumps({k: os.environ.get(k) for k in
-      ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS")}), flush=True)
+      ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS", "PJRT_NPROC")}), flush=True)
 """
 
 
@@ -29,7 +29,7 @@ def test_threads_are_shared_among_the_tasks_and_a_run_too_big_is_told_and_goes_a
     for position in (0, 1):
         # (inter-op threads: never fewer than 2, see kwnb/backends/local.py)
         assert threads_seen(run, position) == {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2",
-                                               "OMP_NUM_THREADS": "1"}
+                                               "OMP_NUM_THREADS": "1", "PJRT_NPROC": "1"}
     described = json.loads((run.dir / "run.json").read_text())["threads"]
     assert described["why"] == "1 CPU (CPU_LIMIT) shared by 2 tasks" and described["set"]["OMP_NUM_THREADS"] == "1"
     warnings = [note for note in run.notes if "may not fit in memory" in note]
@@ -48,6 +48,6 @@ def test_the_users_thread_settings_win_and_a_run_that_fits_is_not_warned(tmp_pat
                       env={"OMP_NUM_THREADS": "3"})
     assert run.wait(120) == [0, 0, 0], run.summary()
     assert threads_seen(run, 2) == {"TF_NUM_INTRAOP_THREADS": None, "TF_NUM_INTEROP_THREADS": None,
-                                    "OMP_NUM_THREADS": "3"}
+                                    "OMP_NUM_THREADS": "3", "PJRT_NPROC": None}
     assert json.loads((run.dir / "run.json").read_text())["threads"]["set"] == {}
     assert not [note for note in run.notes if "may not fit" in note]

@@ -33,7 +33,7 @@ def private_temp() -> str:
 def threads(tasks: int) -> dict[str, str]:
     share = max(1, int(read_limits().cpus // tasks))
     return {"TF_NUM_INTRAOP_THREADS": str(share), "TF_NUM_INTEROP_THREADS": str(max(2, share)),
-            "OMP_NUM_THREADS": str(share)}
+            "OMP_NUM_THREADS": str(share), "PJRT_NPROC": str(share)}
 
 
 def seen_by_tasks(tmp_path, **options) -> tuple[kwnb.Run, list[list]]:

@@ -183,7 +183,7 @@ def _of_a_run(fact: Callable[[TaskFacts], object]) -> Value:
     return lambda facts, env: None if facts.position is None else str(fact(facts))
 
 
-THREADS_SET_BY = "the local launcher and the warm pool, unless the session or the user set any of the three"
+THREADS_SET_BY = "the local launcher and the warm pool, unless the session or the user set any of the four"
 TEMP_SET_BY = "the local launcher and the warm pool, unless the session or the user set TMPDIR"
 COMMON: tuple[Variable, ...] = (  # every framework's tasks get these
     Variable("PYTHONUNBUFFERED", Step.DEFAULT, _always("1"),
@@ -207,6 +207,10 @@ COMMON: tuple[Variable, ...] = (  # every framework's tasks get these
     Variable("TF_NUM_INTEROP_THREADS", Step.THREADS, _threads(least=2), "a share of the session's CPUs",
              set_by=THREADS_SET_BY),
     Variable("OMP_NUM_THREADS", Step.THREADS, _threads(), "a share of the session's CPUs", set_by=THREADS_SET_BY),
+    # XLA's CPU client (JAX) reads neither of the above nor XLA_FLAGS' thread options (jax 0.10: a 1500x1500 matmul
+    # loop kept 1.93 cores busy with them, 1.00 with PJRT_NPROC=1); without it, one thread per core of the machine.
+    Variable("PJRT_NPROC", Step.THREADS, _threads(), "a share of the session's CPUs for JAX's XLA CPU thread pool",
+             set_by=THREADS_SET_BY),
     # TMPDIR for POSIX tools and Python; TEMP and TMP for the rest.
     *(Variable(name, Step.TEMP, _temp, "a temporary folder of the user's own, not the shared /tmp "
                "(machine/task_temp.py)", set_by=TEMP_SET_BY) for name in ("TMPDIR", "TEMP", "TMP")),

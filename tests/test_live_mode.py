@@ -171,6 +171,29 @@ def test_interrupting_the_cell_stops_the_run(python, tmp_path, kernel_env):
 
 
 @pytest.mark.slow
+def test_kw_show_of_a_run_that_goes_on_follows_it_from_its_cell_too(tmp_path, kernel_env):
+    """A run started by `kwnb.launch` (which shows nothing) and shown by `%kw_show` where the front end paints only
+    the running cell's output: that cell follows the run to its end, every update its own."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    kernel = Kernel(Path(sys.executable), tmp_path, {**kernel_env, "KWNB_LIVE": "cell"})
+    try:
+        assert kernel.run(RECORD_SENDS)[1]["status"] == "ok"
+        written = job(pids, steps=25).replace("%%kw_worker job.py -n 2", "%%kw_file job.py")
+        assert kernel.run(written)[1]["status"] == "ok"
+        assert kernel.run("run = kwnb.launch('job.py', n=2)")[1]["status"] == "ok"
+        messages, reply = kernel.run("%kw_show job")
+        status = kernel.value("kwnb.get_run('job').status.value")
+        threads = kernel.value("sorted({thread for thread, _ in sends})")
+    finally:
+        kernel.close()
+    assert reply["status"] == "ok" and status == "'finished'", "%kw_show returned before the run ended"
+    assert threads == "['cell']"
+    cell = next(m["parent_header"]["msg_id"] for m in messages if m["msg_type"] == "execute_input")
+    assert len(updates_of(messages)) >= 2 and {m["parent_header"]["msg_id"] for m in updates_of(messages)} == {cell}
+
+
+@pytest.mark.slow
 def test_elsewhere_the_cell_returns_at_once_and_a_thread_keeps_the_dashboard(tmp_path, kernel_env):
     """Today's way, kept where Colab is not found (JupyterLab, Notebook, VS Code, nbclient)."""
     pids = tmp_path / "pids"

@@ -33,6 +33,6 @@ def load_ipython_extension(ipython) -> None:
 def _display_run(run) -> None:
     """A Run, or a past run, shown as its dashboard (an output the run's end updates in place), or where it
     cannot be drawn, as its text account (notebook/show.py)."""
-    from .show import show_run
+    from .show import show_live
 
-    show_run(run)
+    show_live(run)

@@ -40,12 +40,12 @@ class PastRunMagics(Magics):
     def kw_show(self, line):
         """Show a run's dashboard: a run of this kernel live, a past one as it ended (kwnb.open_run)."""
         from ..engine.records.past import open_run
-        from .show import show_run
+        from .show import show_live, show_run
 
         ref = parse_argstring(self.kw_show, line).run
         live = [run for run in api.runs() if run.name == ref or _same_folder(run.dir, ref)]
         if live:
-            show_run(live[-1])
+            show_live(live[-1])  # on Colab, a run that goes on is followed from this cell
             return
         try:
             past = open_run(ref)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .live_mode import STOP_HINT, enable_widget_manager
+from .live_mode import STOP_HINT, enable_widget_manager, live_mode
 from .static import static_html
 from .widgets_compat import unbridged
 
@@ -51,6 +51,16 @@ def show_run(run) -> bool:
         snapshot = run.snapshot()
         display({"text/html": static_html(snapshot, summary=snapshot.done), "text/plain": repr(run)}, raw=True)
         return False
+
+
+def show_live(run) -> None:
+    """A run shown where this front end keeps it current: a run of this kernel that goes on is followed from the
+    cell where the front end paints only what the running cell sends (Colab; `%kw_show`, a Run as a cell's
+    result), else shown with updates from the dashboard's thread; a past or finished run as it ended."""
+    if hasattr(run, "stop") and not run.done and live_mode() == "cell":
+        follow_in_cell(run)
+    else:
+        show_run(run)
 
 
 def follow_in_cell(run, summary_below: bool = False) -> None:

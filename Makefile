@@ -88,12 +88,16 @@ demo: setup
 
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
+# Two pytest-xdist workers, a file each at a time (the longest first: conftest.py): much of the suite waits
+# on processes it started, so two at once on 2 cores gain time (docs/testing.md); PARALLEL=0 runs one at a time.
+PARALLEL ?= 2
+XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
 test: system-deps setup colab-env
-	$(PY) -m pytest -ra --durations=40 tests notebooks --nbval-lax
+	$(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
 test-fast: setup
-	$(PY) -m pytest -ra tests -m "not slow"
+	$(PY) -m pytest -ra $(XDIST) tests -m "not slow"
 
 # Side-by-side benchmarks (kwnb vs bare Popen, the tutorials' sleep, ipyparallel): benchmarks/results/latest.{md,json}
 bench: setup

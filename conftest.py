@@ -1,6 +1,6 @@
 """Session-wide setup for tests/ and notebooks/: private Slurm clusters (tests/slurm_support.py).
 
-Two kinds, each started once, after collection and only if a collected test needs it: the one-node
+Two kinds, each started once, by the first test that needs it: the one-node
 cluster (the `slurm` fixture or marker), whose SLURM_CONF the session exports, and the 2-node one,
 each node a network namespace of its own (the `slurm_nodes` fixture). A notebook that mentions Slurm
 gets the 2-node cluster where namespaces can be made, else the one-node one: its SLURM_CONF is set
@@ -60,13 +60,33 @@ def _mentions_slurm(path: Path) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
-        return
-    needs = {_needs_slurm(item) for item in session.items}
-    if slurm_support.forced() or needs & {"nodes", "notebook"}:
+    if not session.config.option.collectonly and slurm_support.forced():
         slurm_support.ensure_nodes_started()
-    if slurm_support.forced() or "one" in needs or ("notebook" in needs and not slurm_support.nodes_current()):
         slurm_support.ensure_started()
+
+
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadfile --no-loadscope-reorder`), each file is run by one worker
+# in its order (a notebook's cells share a kernel; a module's fixtures are made once; only tests/test_ray.py uses the
+# Ray cluster). Files are handed out in the order below, the longest first, so that none starts last alone; the
+# others follow in their usual order.
+LONGEST_FIRST = ()  # filled from a timed run: see docs/testing.md
+
+
+def _file(item: pytest.Item) -> str:
+    path = Path(str(getattr(item, "path", getattr(item, "fspath", "")))).resolve()
+    try:
+        return path.relative_to(Path(__file__).parent).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # set in each worker, which collects and sends the items
+        return
+    files = {item: _file(item) for item in items}
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    first_seen = {name: position for position, name in reversed(list(enumerate(files.values())))}
+    items.sort(key=lambda item: (rank.get(files[item], len(rank)), first_seen[files[item]]))
 
 
 _kernel_conf: list[str | None] = []  # SLURM_CONF as it was before a notebook item's setup changed it
@@ -74,13 +94,16 @@ _kernel_conf: list[str | None] = []  # SLURM_CONF as it was before a notebook it
 
 @pytest.hookimpl(tryfirst=True)  # before nbval's setup starts the notebook's kernel
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each cluster is started by the first item that needs it (under pytest-xdist, in the one worker that runs it)."""
     needs = _needs_slurm(item)
-    if needs == "notebook" and slurm_support.nodes_current() is not None:
-        _kernel_conf.append(os.environ.get("SLURM_CONF"))
-        os.environ["SLURM_CONF"] = str(slurm_support.nodes_current().conf)
-    elif needs == "nodes" and slurm_support.nodes_current() is None:
+    if needs == "notebook":
+        cluster = slurm_support.ensure_nodes_started() or slurm_support.ensure_started()
+        if cluster is not None:
+            _kernel_conf.append(os.environ.get("SLURM_CONF"))
+            os.environ["SLURM_CONF"] = str(cluster.conf)
+    elif needs == "nodes" and slurm_support.ensure_nodes_started() is None:
         pytest.skip(slurm_support.nodes_skip_reason() or "no multi-node test Slurm in this session")
-    elif item.get_closest_marker("slurm") and needs != "nodes" and slurm_support.current() is None:
+    elif item.get_closest_marker("slurm") and needs != "nodes" and slurm_support.ensure_started() is None:
         pytest.skip(slurm_support.skip_reason() or "no test Slurm in this session")
 
 

@@ -14,6 +14,7 @@ TOKEN`. What a killed session left behind (its pid is gone) is removed at the ne
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import ipaddress
 import json
@@ -22,6 +23,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,11 +137,16 @@ def create(count: int) -> Network:
     check()
     remove_stale()
     token = _free_token()
-    net = Network(token, _free_subnet(), [f"{token}n{i + 1}" for i in range(count)])
+    with _choosing_a_subnet():  # another test process (pytest-xdist's, another checkout's) may be choosing too
+        net = Network(token, _free_subnet(), [f"{token}n{i + 1}" for i in range(count)])
+        try:
+            _ip("link", "add", net.bridge, "type", "bridge")
+            net.made.append(("link", net.bridge))
+            _ip("addr", "add", f"{net.root_address}/{net.subnet.prefixlen}", "dev", net.bridge)
+        except BaseException:
+            net.remove()
+            raise
     try:
-        _ip("link", "add", net.bridge, "type", "bridge")
-        net.made.append(("link", net.bridge))
-        _ip("addr", "add", f"{net.root_address}/{net.subnet.prefixlen}", "dev", net.bridge)
         _ip("link", "set", net.bridge, "up")
         for position, host in enumerate([net.ctld, *net.nodes]):
             _add_host(net, host, position)
@@ -176,6 +183,14 @@ def _free_token() -> str:
         if not any(name.startswith(token) for name in taken):
             return token
     raise NetworkUnavailable(f"26 test networks of process {os.getpid()} exist already")
+
+
+@contextlib.contextmanager
+def _choosing_a_subnet():
+    """Held from looking for a free /24 until the bridge has its address: the address is what marks it taken."""
+    with open(Path(tempfile.gettempdir()) / "kwnb-test-subnets.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _free_subnet() -> ipaddress.IPv4Network:

@@ -1,9 +1,10 @@
 """The corpus (tests/corpus/, issue 29 item 6): every public multi-worker program and learner mistake run under
 kwnb (kwnb.launch with its defaults, 2 workers unless the program needs a chief and ps) and by hand (plain
-subprocess.Popen, each task its TF_CONFIG), compared: the same pass or fail both ways, the by-hand exit codes
-the entry declares, and kwnb's verdict (clean entries: no diagnosis; wrong ones: the declared kinds). An entry
-that awaits work kwnb's right verdict needs (entries.py) is listed with what kwnb said and what it awaits; its
-verdict is no broken rule until then, and one that holds already is (the entry's `awaits` must go).
+subprocess.Popen, each task its TF_CONFIG, or for Keras 3 on JAX the KERAS_DISTRIBUTION_* variables), compared:
+the same pass or fail both ways, the by-hand exit codes the entry declares, and kwnb's verdict (clean entries: no
+diagnosis; wrong ones: the declared kinds). An entry that awaits work kwnb's right verdict needs (entries.py) is
+listed with what kwnb said and what it awaits; its verdict is no broken rule until then, and one that holds
+already is (the entry's `awaits` must go).
 
     .venv/bin/python -m benchmarks.corpus [--only NAME,...] [--parallel 3] [--out benchmarks/results/corpus.md]
 

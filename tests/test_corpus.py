@@ -1,8 +1,9 @@
 """The corpus (tests/corpus/, issue 29 item 6) under kwnb: every entry's verdict, clean ones silent and wrong ones
 told with the right kind. The programs run 4 at a time, each once per session (outcomes): 6 min 41 s for the 27
 entries on 2 cores with others' tests running (load average 4-10), over the 4 minutes wished for; 15 on CI. Issue 39
-added 11 (38 in all, 21 on CI): alone they took 1108 s at a load average of 31-47, 390 s as it fell from 38 to 2. An entry that `awaits` work
-kwnb's right verdict needs is a strict expected failure. Public programs need a local snapshot of their repository (tests/corpus/snapshots.py):
+added 11 (38 in all, 21 on CI): alone they took 1108 s at a load average of 31-47, 390 s as it fell from 38 to 2.
+Issue 40 added 6 Keras 3 on JAX mistakes (44 in all, 27 on CI; `-k jax`): alone, 4 at a time, 87 s at a load
+average of 11. An entry that `awaits` work kwnb's right verdict needs is a strict expected failure. Public programs need a local snapshot of their repository (tests/corpus/snapshots.py):
 where there is none (CI reaches only package registries) they are skipped, saying so. benchmarks/corpus.py also
 runs each entry by hand and compares."""
 from __future__ import annotations
@@ -42,7 +43,7 @@ def outcomes(request, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # the first test's setup runs the whole module's fixture: 38 entries, 4 at a time
+@pytest.mark.timeout(2700)  # the first test's setup runs the whole module's fixture: 44 entries, 4 at a time
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_kwnb_gives_each_corpus_entry_its_verdict(entry, outcomes, request):
     outcome = outcomes[entry.name]
@@ -59,7 +60,7 @@ def test_every_entry_declares_a_verdict_its_by_hand_exits_and_a_public_one_its_s
     assert len({e.name for e in ENTRIES}) == len(ENTRIES)
     for entry in ENTRIES:
         assert len(entry.by_hand) == entry.n + entry.ps + entry.chief, entry.name
-        assert all(code in (0, 1, None) for code in entry.by_hand), entry.name
+        assert all(code in (0, 1, None, -9) for code in entry.by_hand), entry.name  # -9: SIGKILL (jax-process-killed)
         assert not entry.awaits or entry.kinds or entry.says, entry.name  # what kwnb should say is declared
         if entry.public:
             assert entry.license == "Apache-2.0" and entry.changes and len(entry.source.commit) == 40, entry.name

@@ -172,10 +172,13 @@ def test_numpy_data_under_auto_sharding_is_told_and_ends(tmp_path):
 @needs_jax
 @pytest.mark.slow
 def test_variables_set_but_initialize_never_called_each_trains_alone(tmp_path):
-    run = jax_run(tmp_path, LOOP.replace("keras.distribution.initialize()", ""))
+    # Worker 0 ends 5 s after worker 1, as on a busy machine: worker 1, done first, keeps no one waiting for it.
+    later = "\nif os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '0':\n    import time; time.sleep(5)\n"
+    run = jax_run(tmp_path, LOOP.replace("keras.distribution.initialize()", "") + later)
     assert run.exit_codes == [0, 0], run.summary()
     told = {d.task: d.message for d in run.diagnoses if d.kind == "jax_alone"}
     assert sorted(told) == [0, 1] and "never called keras.distribution.initialize()" in told[0]
+    assert {d.kind for d in run.diagnoses} == {"jax_alone"}, kinds(run)
 
 
 class TakenFirst(LocalLauncher):

@@ -2,8 +2,10 @@
 
 A verdict is the set of diagnosis kinds kwnb must give (none: a clean run, kwnb says nothing), and, where
 given, words one of them must contain (the fix of a known error). `by_hand` is each task's exit code when the
-program is started with plain subprocess.Popen and its own TF_CONFIG (benchmarks/corpus.py; None: the task was
-still running, a ps or worker that only serves, and was killed once the chief ended). The learner mistakes are
+program is started with plain subprocess.Popen and its own TF_CONFIG, or for Keras 3 on JAX the
+KERAS_DISTRIBUTION_* variables set by hand (benchmarks/corpus.py; None: the task was still running, a ps or worker
+that only serves, or one left waiting for a failed peer, and was killed once the chief ended or the failure's
+grace ran out; -9: it was killed by SIGKILL). The learner mistakes are
 tests/corpus/mistakes/; the askers' programs of questions and bug reports, rewritten small, tests/corpus/reports/
 (each names its thread); the public programs are made from snapshots (snapshots.py), each edit said here. An
 entry whose right verdict kwnb cannot give yet says what it `awaits`: its test is expected to fail until then.
@@ -45,6 +47,7 @@ class Entry:
     race: bool = False  # whether a task fails at all is a race (two saves of one path): by_hand and kinds are the
     # worst case; a run where fewer tasks failed, and fewer of the kinds were given, holds too (`says` still must)
     may_add: tuple[str, ...] = ()  # kinds told besides `kinds` only sometimes (a consequence a task may live to report)
+    framework: str = "tensorflow"  # kwnb's --framework: "jax" for Keras 3 on JAX across processes
     n: int = 2
     ps: int = 0
     chief: bool = False
@@ -258,4 +261,25 @@ MISTAKE_ENTRIES = (
     Entry("uneven-steps", "uneven_steps.py", ("uneven_steps",), (1, 0)),
 )
 
-ENTRIES = PUBLIC + KERAS_ENTRIES + REPORT_ENTRIES + MISTAKE_ENTRIES
+JAX = "jax"
+
+# Keras 3 on JAX across processes (kwnb's --framework jax): NumPy data, no TensorFlow, 2 epochs of 8 steps.
+JAX_MISTAKES = (
+    Entry("jax-clean-fit", "jax_clean_fit.py", framework=JAX),
+    Entry("jax-no-initialize", "jax_no_initialize.py", ("jax_alone",), framework=JAX,
+          says="never called keras.distribution.initialize()"),
+    # Process 1's ValueError is told with its traceback (`error`); jax_not_joined is for an end without one.
+    # By hand process 0 waits in initialize() (300 s by JAX's default), killed once the failure's grace ran out.
+    Entry("jax-shard-before-join", "jax_shard_before_join.py", ("error",), (None, 1), framework=JAX,
+          says="cannot reshape array"),
+    Entry("jax-initialize-late", "jax_initialize_late.py", ("error",), (1, 1), framework=JAX,
+          says="Call keras.distribution.initialize() first"),
+    Entry("jax-numpy-auto-shard", "jax_numpy_auto_shard.py", ("error",), (1, 1), framework=JAX,
+          says="Give fit a tf.data.Dataset"),
+    # Process 1's SIGKILL is `killed` (from outside kwnb), process 0's failed all-reduce its consequence. By hand
+    # JAX aborts process 0 (SIGABRT) about 80 s later: it is killed before that, once the failure's grace ran out.
+    Entry("jax-process-killed", "jax_process_killed.py", ("killed", "jax_peer_lost"), (None, -9), framework=JAX,
+          says="lost its peer worker 1, which was killed by SIGKILL"),
+)
+
+ENTRIES = PUBLIC + KERAS_ENTRIES + REPORT_ENTRIES + MISTAKE_ENTRIES + JAX_MISTAKES

@@ -1,5 +1,6 @@
 """Run a corpus entry under kwnb (kwnb.launch, as a learner's notebook does) or by hand (plain
-subprocess.Popen with each task's TF_CONFIG, as tests/scripts/capture_tf_logs.py does), and judge the result."""
+subprocess.Popen with each task's TF_CONFIG, as tests/scripts/capture_tf_logs.py does, or for Keras 3 on JAX the
+variables keras.distribution.initialize() reads, as its docstring says), and judge the result."""
 from __future__ import annotations
 
 import json
@@ -50,7 +51,8 @@ def under_kwnb(entry: Entry, folder: Path, **options) -> kwnb.Run:
     """Launch the entry; the caller waits (several run at once in the test)."""
     script = entry.write(folder / "program")
     return kwnb.launch(script, entry.n, name=entry.name, ps=entry.ps, chief=entry.chief, env=dict(entry.env) or None,
-                       args=list(entry.args), runs_dir=folder / "runs", cwd=folder / "program", **options)
+                       args=list(entry.args), runs_dir=folder / "runs", cwd=folder / "program",
+                       framework=entry.framework, **options)
 
 
 def kwnb_outcome(run: kwnb.Run) -> Outcome:
@@ -64,14 +66,11 @@ def by_hand(entry: Entry, folder: Path) -> Outcome:
     script = entry.write(program)
     tasks = roles(entry)
     ports = [portpicker.pick_unused_port() for _ in tasks]
-    cluster: dict[str, list[str]] = {}
-    for (kind, _), port in zip(tasks, ports):
-        cluster.setdefault(kind, []).append(f"localhost:{port}")
     procs = []
     started = time.time()
-    for kind, index in tasks:
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}),
-               "CUDA_VISIBLE_DEVICES": "-1", "PYTHONUNBUFFERED": "1", "TF_USE_LEGACY_KERAS": "1", **entry.env}
+    for position, (kind, index) in enumerate(tasks):
+        env = {**os.environ, **hand_variables(entry, tasks, ports, position), "CUDA_VISIBLE_DEVICES": "-1",
+               "PYTHONUNBUFFERED": "1", **entry.env}
         with open(folder / f"{kind}-{index}.log", "wb") as log:
             procs.append(subprocess.Popen([sys.executable, str(script), *entry.args], cwd=program, env=env,
                                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -84,6 +83,21 @@ def by_hand(entry: Entry, folder: Path) -> Outcome:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return Outcome(codes, [], [], round(time.time() - started, 1))
+
+
+def hand_variables(entry: Entry, tasks: list[tuple[str, int]], ports: list[int], position: int) -> dict[str, str]:
+    """What a learner sets by hand for one task: TF_CONFIG (and tf-keras), or for Keras 3 on JAX the backend, the
+    CPU and the three variables keras.distribution.initialize() reads (the first task is the coordinator)."""
+    if entry.framework == "jax":
+        return {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "KERAS_DISTRIBUTION_JOB_ADDRESSES":
+                f"localhost:{ports[0]}", "KERAS_DISTRIBUTION_NUM_PROCESSES": str(len(tasks)),
+                "KERAS_DISTRIBUTION_PROCESS_ID": str(position)}
+    cluster: dict[str, list[str]] = {}
+    for (kind, _), port in zip(tasks, ports):
+        cluster.setdefault(kind, []).append(f"localhost:{port}")
+    kind, index = tasks[position]
+    return {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}),
+            "TF_USE_LEGACY_KERAS": "1"}
 
 
 def wait_by_hand(procs, kinds, entry: Entry) -> list[int | None]:

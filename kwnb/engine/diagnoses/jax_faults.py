@@ -5,7 +5,8 @@ leaves the survivor ~80 s before it aborts; kwnb sees the end at once and its fa
 
 - jax_alone: a task trained, or finished, and never began keras.distribution.initialize(): it trained alone.
 - jax_not_joined: a task ended without a Python error (an exit code, a signal) before it joined, while the others
-  wait for it in initialize().
+  wait for it in initialize(); one that exited 0, only while another began joining (if none did, no process
+  called initialize() and each trained alone: jax_alone).
 - jax_peer_lost: a task's collective failed because a peer went away (`Gloo AllReduce failed ... Connection
   closed by peer`), or JAX's coordinator gave up on a peer: told on the peer, with how it ended.
 """
@@ -49,6 +50,8 @@ def jax_not_joined(task: TaskView, look: Look) -> Diagnosis | None:
     if task.signals.traceback is not None:
         return None  # `error` tells it, with the fix where kwnb knows one (initialize() after JAX work)
     waiting = [t for t in tasks if t is not task and t.alive and not _joined(t)]
+    if task.returncode == 0:  # done with no initialize() (jax_alone): it keeps waiting only those that began joining
+        waiting = [t for t in waiting if t.signals.jax_joining is not None]
     if not waiting:
         return None
     names = ", ".join(str(t.id) for t in waiting)

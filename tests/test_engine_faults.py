@@ -186,6 +186,19 @@ def test_timeout_does_not_count_time_in_a_schedulers_queue():
     assert late.reason == "timed out after 5 s of running, after 4 s pending in the scheduler's queue"
 
 
+def test_a_task_that_exited_0_counts_as_failed_where_a_finding_says_the_others_cannot_go_on():
+    done = task_view(1, Status.FINISHED, 0, "localhost:2")
+    running = view().tasks[0]
+    assert policy.decide(view(tasks=(running, done))).action == policy.KEEP and \
+        policy.decide(view(tasks=(running, done))).failed_at is None  # exit 0 alone: no failure
+    blamed = dict(tasks=(running, done), failed_by_findings=(1,), origin="worker 1 exited normally before it joined")
+    assert policy.decide(view(**blamed)).failed_at == 100.0  # the grace period starts
+    stop = policy.decide(view(now=106.0, failed_at=100.0, **blamed))
+    assert stop.action == policy.STOP and stop.failed_by_findings == (1,)
+    assert stop.reason == "worker 1 exited normally before it joined; stopped the others after 5 s"
+    assert policy.decide(view(on_failure="restart", **blamed)).action == policy.RESTART
+
+
 def test_policy_decides_from_a_view_alone():
     first = policy.decide(view())
     assert first.action == policy.KEEP and first.failed_at == 100.0  # the grace period starts

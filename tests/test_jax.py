@@ -137,6 +137,20 @@ def test_a_process_that_ends_before_joining_is_told_and_the_others_are_ended(tmp
 
 @needs_jax
 @pytest.mark.slow
+def test_a_process_that_exits_0_before_joining_fails_the_run_too(tmp_path):
+    """Exit 0 is no failure by its code, but worker 0 waits for it in initialize(): JAX alone, 300 s."""
+    script = "import os, sys\nif os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '1':\n    sys.exit(0)\n" + LOOP
+    run = jax_run(tmp_path, script)
+    assert run.exit_codes[1] == 0 and run.workers[0].status == "stopped", run.summary()
+    assert run.status == "failed", run.summary()
+    assert "worker 1 exited normally before it joined the others: worker 0 cannot train without it" in \
+        kinds(run)["jax_not_joined"], run.summary()
+    assert "jax_alone" not in kinds(run), run.summary()  # it trained nothing, alone or not
+    assert run.ended_at - run.workers[1].ended_at < 60, run.summary()  # the failure grace (5 s) and the stop
+
+
+@needs_jax
+@pytest.mark.slow
 def test_a_worker_killed_mid_loop_is_told_and_the_survivor_ended(tmp_path):
     (tmp_path / "main.py").write_text(LOOP.replace("flush=True)", "flush=True); import time; time.sleep(0.2)"))
     run = kwnb.launch(tmp_path / "main.py", n=2, framework="jax", cwd=tmp_path, runs_dir=tmp_path / "runs",

@@ -331,7 +331,9 @@ class Kind:
     is withdrawn when that passes; the others describe an event and stay. `ends`: it says how one attempt of a
     task ended, which a restart may recover from (engine/diagnoses/recovery.py). `follows`: a finding of it about a
     task whose end a root cause explains (Look.explained) is that root's consequence: worded so, linked to it and
-    listed after it. The origins are asked first, so that the others find them (the module's docstring)."""
+    listed after it. `fails`: its task ended without an error code, yet the others cannot go on without it, so the
+    failure policy counts that task as failed (engine/live/policy.py). The origins are asked first, so that the
+    others find them (the module's docstring)."""
 
     name: str
     find: Callable | None
@@ -340,6 +342,7 @@ class Kind:
     ends: bool = False
     each_task: bool = False
     follows: bool = False
+    fails: bool = False
 
 
 # In the order a pass asks them, the origins first (ASKED): stall last (it reads what this pass found); its docs
@@ -363,7 +366,8 @@ KINDS = (
     Kind("tf_config_overridden", tf_config_overridden, origin=True, each_task=True),
     Kind("port_taken", port_taken, origin=True, transient=True, each_task=True),
     Kind("jax_alone", jax_alone, each_task=True),
-    Kind("jax_not_joined", jax_not_joined, origin=True, ends=True, each_task=True),
+    # A task that exited 0 before joining leaves the others in initialize() for 300 s: failed, for the policy.
+    Kind("jax_not_joined", jax_not_joined, origin=True, ends=True, each_task=True, fails=True),
     Kind("jax_peer_lost", jax_peer_lost, ends=True),
     Kind("stalled", stall, transient=True),
 )
@@ -373,3 +377,10 @@ FOLLOWS = tuple(kind.name for kind in KINDS if kind.follows)
 ASKED = (tuple(kind for kind in KINDS if kind.origin), tuple(kind for kind in KINDS if not kind.origin))
 TRANSIENT = tuple(kind.name for kind in KINDS if kind.transient)
 ENDS = tuple(kind.name for kind in KINDS if kind.ends)
+FAILS = tuple(kind.name for kind in KINDS if kind.fails)
+
+
+def failed_by_findings(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> tuple[int, ...]:
+    """The positions of tasks a finding of a `fails` kind names, and that no restart has left behind since."""
+    return tuple(sorted({d.task for d in diagnoses if d.kind in FAILS and d.task is not None
+                         and not recovery.restarted_since(d, tasks[d.task], ENDS)}))

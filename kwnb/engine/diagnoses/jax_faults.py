@@ -36,6 +36,9 @@ def jax_alone(task: TaskView, look: Look) -> Diagnosis | None:
         return None
     if not (task.epochs or task.returncode == 0):
         return None
+    others = [t for t in _training(look) if t is not task]
+    if not task.epochs and any(t.alive or t.signals.jax_joining is not None for t in others):
+        return None  # it trained nothing, and another may wait for it: if one does, jax_not_joined tells that
     return Diagnosis("jax_alone", task.position,
                      f"{task.id} trained alone: its script never called keras.distribution.initialize(), so it "
                      f"joined no other process (no Gloo line in its log) and fit a model of its own; {INITIALIZE}",

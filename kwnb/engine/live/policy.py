@@ -42,6 +42,7 @@ class View:
     tasks: tuple[TaskView, ...]  # the policy reads each one's status, exit, address and stop_requested
     chief_grace: float = CHIEF_GRACE_SECONDS  # how long training tasks may outlive a chief task that finished
     single_tasks: bool = True  # the backend can stop one task alone (Slurm's scancel stops a job's tasks together)
+    failed_by_findings: tuple[int, ...] = ()  # tasks that exited 0 but a diagnosis says the others cannot go on without
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Decision:
     stop: tuple[str, ...] = ()  # STOP_REST: the names of the tasks to stop
     timed_out: bool = False
     failed_at: float | None = None  # KEEP: remembered, for the grace period before the others are stopped
+    failed_by_findings: tuple[int, ...] = ()  # STOP: tasks that exited 0 yet failed the run (View.failed_by_findings)
 
 
 def decide(view: View) -> Decision:
@@ -65,7 +67,8 @@ def decide(view: View) -> Decision:
     if chief is not None:  # a chief job whose chief exited 0: its outcome is the run's
         return _after_the_chief(view, chief)
     # A sidecar evaluator that fails is not a failure of training (engine/tasks/roles.py).
-    failed = [task for task in view.tasks if task.status == Status.FAILED and task.training]
+    failed = [task for task in view.tasks if task.training and (
+        task.status == Status.FAILED or (task.position in view.failed_by_findings and not task.alive))]
     if not failed:
         return Decision(KEEP, failed_at=view.failed_at)
     relaunch = _relaunch_on_new_ports(view, failed) or _restart(view, failed)
@@ -78,7 +81,8 @@ def decide(view: View) -> Decision:
     # MultiWorkerMirroredStrategy peers block forever in collectives once a peer is gone.
     failed_at = view.failed_at or view.now
     if view.now - failed_at >= view.failure_grace:
-        return Decision(STOP, reason=f"{failure(view, failed)}; stopped the others after {view.failure_grace:g} s")
+        return Decision(STOP, reason=f"{failure(view, failed)}; stopped the others after {view.failure_grace:g} s",
+                        failed_by_findings=tuple(t.position for t in failed if t.status != Status.FAILED))
     return Decision(KEEP, failed_at=failed_at)
 
 

@@ -106,6 +106,7 @@ class RunEngine:
         self.diagnoses: list[Diagnosis] = []  # state_lock, written by `apply_findings`: one sentence each
         self.diagnosis_history: list[Diagnosis] = []  # state_lock, by `apply_findings`: withdrawn ones too
         self.outcome: Status | None = None  # state_lock: set if the run ended before its tasks could (a failed launch)
+        self.failed_by_findings: tuple[int, ...] = ()  # state_lock: tasks the failure policy ended the run for, exit 0
         self.started_at: float | None = None  # set once by `start`, before the supervisor's thread starts
         self.ended_at: float | None = None  # state_lock: set once, at the end, before the on_end callbacks
         self.ended = threading.Event()  # set once, last: nothing may wait for the run any longer
@@ -329,7 +330,7 @@ class RunEngine:
         if self.outcome is not None:  # the run ended before its tasks could (a failed launch, a stop before start)
             return self.outcome
         ended = self.done or all(task.returncode is not None for task in self.workers)
-        return roles.status(self.workers, self.timed_out, ended)
+        return roles.status(self.workers, self.timed_out, ended, self.failed_by_findings)
 
     @property
     def elapsed(self) -> float:

@@ -137,7 +137,8 @@ class Supervisor:
                 failed_at=engine.failed_at, queued=vitals.queued_seconds([task.vitals for task in engine.workers], now),
                 chief_grace=settings.chief_grace,
                 single_tasks=engine.launcher.controls_single_tasks,
-                origin=origin.message if origin else None, tasks=tasks)
+                origin=origin.message if origin else None, tasks=tasks,
+                failed_by_findings=diagnose.failed_by_findings(engine.diagnoses, list(tasks)))
 
     def _carry_out(self, decision: policy.Decision) -> None:
         """Do what the failure policy decided; called under the control lock."""
@@ -147,6 +148,8 @@ class Supervisor:
                             decision.reason or decision.why or decision.note)
         engine.failed_at = decision.failed_at
         if decision.action == policy.STOP:
+            with engine.state_lock:
+                engine.failed_by_findings = decision.failed_by_findings
             engine.say(reason=decision.reason)
             with engine.state_lock:
                 engine.timed_out = engine.timed_out or decision.timed_out

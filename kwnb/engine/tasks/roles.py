@@ -65,15 +65,16 @@ def prepare(tasks: list) -> None:
             task.metrics = EvaluationParser()
 
 
-def status(tasks: list, timed_out: bool, ended: bool = True) -> Status:
+def status(tasks: list, timed_out: bool, ended: bool = True, failed: tuple[int, ...] = ()) -> Status:
     """A run's status, decided here alone: while it goes, pending or starting until a task runs, then running;
-    once it `ended`, from its training tasks (an evaluator's does not count)."""
+    once it `ended`, from its training tasks (an evaluator's does not count), those at positions `failed` counted
+    as failed whatever their exit (the failure policy ended the run for them: engine/live/policy.py)."""
     if not ended:
         statuses = [task.status for task in tasks]
         if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
             return Status.PENDING if Status.PENDING in statuses else Status.STARTING
         return Status.RUNNING
-    statuses = [task.status for task in training(tasks)]
+    statuses = [Status.FAILED if task.position in failed else task.status for task in training(tasks)]
     if timed_out:
         return Status.FAILED
     if tasks[0].task_type == "chief" and tasks[0].status == Status.FINISHED:

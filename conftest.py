@@ -69,7 +69,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # in its order (a notebook's cells share a kernel; a module's fixtures are made once; only tests/test_ray.py uses the
 # Ray cluster). Files are handed out in the order below, the longest first, so that none starts last alone; the
 # others follow in their usual order.
-LONGEST_FIRST = ()  # filled from a timed run: see docs/testing.md
+# Seconds each took in the clean-clone run of 2026-11-27 (one at a time, load average 7-14): docs/testing.md.
+LONGEST_FIRST = (
+    "tests/test_ray.py",  # 341: the 3-node cluster's start, then 2-worker jobs across its nodes
+    "tests/test_corpus.py",  # 333: every entry a real run, 4 at a time
+    "notebooks/06_break_it.ipynb",  # 254: one real run per mistake
+    "tests/test_warm.py",  # 209
+    "tests/test_training_faults.py",  # 135
+    "notebooks/02_custom_training_loop.ipynb",  # 135
+    "tests/test_tensorboard_run.py",  # 135
+    "notebooks/01_multi_worker_keras.ipynb",  # 131
+    "tests/test_jax.py",  # 124
+    "notebooks/03_saving_multi_worker.ipynb",  # 108
+    "tests/test_replay_drift.py",  # 106
+    "tests/test_diagnose.py",  # 104
+    "tests/test_slurm_nodes.py",  # 103
+    "tests/test_slurm.py",  # 86
+    "tests/test_benchmarks_smoke.py",  # 84
+)
 
 
 def _file(item: pytest.Item) -> str:

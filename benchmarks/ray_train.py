@@ -27,7 +27,7 @@ TensorFlow's first imports on the nodes). Then each round runs the three in an o
                timeline pictures drawn too): every thread in it, kwnb's supervisor and readers and Ray's
   head node CPU, cluster CPU   the same for the head's Ray processes (GCS, raylet, the actors it hosts:
                Ray Train's controller) and for every process of the cluster (training included), sampled
-               every 0.25 s by a process of the benchmark's own (CpuSampler), so that none of it is the driver's
+               every 0.25 s by a process of the benchmark's own (cpu_split.CpuSampler): none of it is the driver's
 Ratios pair kwnb with Ray Train of the same round. Goal (issue 41): kwnb at or below Ray Train, ratio <= 1.
 
 Needs Ray Train (`ray[train]`: pandas, pyarrow, fsspec, tensorboardX beside Ray); refuses in one line
@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import random
 import runpy
@@ -58,6 +57,7 @@ from packaging.requirements import Requirement
 
 from .common import (ROOT, TRAIN, WORKER_ENV, check, describe, log, machine_info, paired_ratios, read_markers, row,
                      since, steps_per_second, write_results)
+from .cpu_split import CpuSampler, by_thread, cpu_seconds, thread_cpu
 
 METHODS = ("kwnb", "Ray Train", "Ray Train, again")
 BASELINE = "Ray Train"
@@ -76,7 +76,6 @@ KERAS_NOTE = ("Ray Train's workers get WORKER_ENV (TF_USE_LEGACY_KERAS=1 among i
               "MultiWorkerMirroredStrategy fit fails.")
 FREE_TIMEOUT = 60.0  # s: the last run's bundles back in the cluster's free CPUs
 CLUSTER_CPUS = 4.0  # ray_support: 2 nodes of 2 CPUs, the head none
-SAMPLE_SECONDS = 0.25  # the cluster's processes' CPU, sampled from a process of its own
 
 
 def ray_train_missing() -> str | None:
@@ -136,70 +135,14 @@ def train_loop(config: dict) -> None:
 
 
 # ----- the driver's side -----------------------------------------------------------------------
-def cpu_seconds() -> float:
-    """This process's user + system CPU: every thread of it."""
-    times = os.times()
-    return times.user + times.system
-
-
-class CpuSampler:
-    """The CPU of the cluster's processes over one call, sampled by a process of its own (so that none of it
-    is the driver's) every SAMPLE_SECONDS: each process's CPU from its first sample (or its birth) to its
-    last. Not from children's times at both ends: Ray's raylet leaves its workers to be reaped without
-    adding their CPU to its own children's. A process that ends loses at most its last interval."""
-
-    def __init__(self, cluster):
-        roots = [cluster.head.pid, *(node.pid for node in cluster.nodes)]
-        code = f"from benchmarks.ray_train import sample; sample({roots})"
-        self.process = subprocess.Popen([sys.executable, "-c", code],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        self.process.stdout.readline()  # its first sample is taken
-
-    def stop(self) -> dict[str, float]:
-        said, _ = self.process.communicate("stop\n", timeout=30)
-        return json.loads(said)
-
-
-def sample(roots: list[int]) -> None:
-    """CpuSampler's process: samples until a line on stdin, then prints {"head": CPU s, "cluster": CPU s}."""
-    import psutil
-
-    first, last, tree, initial = {}, {}, {}, True
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-    while True:
-        for root in roots:
-            for process in _tree(psutil, root):
-                try:
-                    key, t = (process.pid, process.create_time()), process.cpu_times()
-                except psutil.Error:
-                    continue
-                first.setdefault(key, t.user + t.system if initial else 0.0)
-                last[key], tree[key] = t.user + t.system, root
-        if initial:
-            print("ready", flush=True)
-            initial = False
-        if stop.is_set():
-            break
-        stop.wait(SAMPLE_SECONDS)
-    spent = {key: last[key] - first[key] for key in last}
-    print(json.dumps({"head": sum(v for key, v in spent.items() if tree[key] == roots[0]),
-                      "cluster": sum(spent.values())}))
-
-
-def _tree(psutil, root: int) -> list:
-    try:
-        return [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
 def run_kwnb(args, cluster, workdir: Path) -> dict:
     import kwnb
 
+    threads = thread_cpu()
     t0, cpu0 = time.time(), cpu_seconds()
     run = kwnb.launch(str(TRAIN), args.n, name="ray_bench", launcher="ray", address=cluster.address, spread=True,
                       cpus_per_task=1, runs_dir=workdir / "runs", args=job_args(args))
+    named = {thread.native_id: thread.name for thread in threading.enumerate()}  # the run's threads, while it runs
     codes = run.wait(RUN_TIMEOUT)
     ended, cpu_done = time.time(), cpu_seconds() - cpu0
     if not run.done:
@@ -207,11 +150,12 @@ def run_kwnb(args, cluster, workdir: Path) -> dict:
         codes = run.exit_codes
     run.wait(RUN_TIMEOUT, pictures=True)
     cpu = cpu_seconds() - cpu0
+    threads = by_thread(threads, thread_cpu(), cpu, named)
     markers = read_markers(run.workers[0].log_path)
     return {"ok": codes == [0] * args.n and 1 in markers["steps"], "exit_codes": codes, "t0": t0,
             "first_step_s": since(t0, markers["steps"].get(1)), "total_s": ended - t0,
             "pictures_s": time.time() - t0, "driver_cpu_s": cpu, "driver_cpu_done_s": cpu_done,
-            "markers": markers, "nodes": [w.where for w in run.workers], "log": str(run.workers[0].log_path)}
+            "driver_threads": threads, "markers": markers, "nodes": [w.where for w in run.workers], "log": str(run.workers[0].log_path)}
 
 
 def run_ray_train(args, cluster, workdir: Path) -> dict:
@@ -225,14 +169,17 @@ def run_ray_train(args, cluster, workdir: Path) -> dict:
                                      placement_strategy="STRICT_SPREAD"),
         run_config=RunConfig(name=folder.name, storage_path=str(workdir / "ray_results"),
                              worker_runtime_env={"env_vars": WORKER_ENV}))  # tf-keras: see KERAS_NOTE
+    threads = thread_cpu()
     t0, cpu0 = time.time(), cpu_seconds()
     result = trainer.fit()
     ended = time.time()
     cpu = cpu_seconds() - cpu0
+    threads = by_thread(threads, thread_cpu(), cpu, {})
     markers = read_markers(folder / "rank-0.log")
     return {"ok": result.error is None and 1 in markers["steps"], "error": None if result.error is None else
             str(result.error)[:300], "t0": t0, "first_step_s": since(t0, markers["steps"].get(1)),
-            "total_s": ended - t0, "driver_cpu_s": cpu, "markers": markers, "log": str(folder / "rank-0.log")}
+            "total_s": ended - t0, "driver_cpu_s": cpu, "driver_threads": threads, "markers": markers,
+            "log": str(folder / "rank-0.log")}
 
 
 def job_args(args) -> list[str]:
@@ -381,8 +328,22 @@ def findings(data: dict, machine: dict, cluster) -> list[str]:
             "Untimed first runs: " + "; ".join(f"{m} first step {s.get('first_step_s') or 0:.1f} s, "
                                                f"end {s.get('total_s') or 0:.1f} s" for m, s in first.items()) + ".",
             f"uptime before: {machine['uptime_before']}; after: {machine['uptime_after']}.",
+            *thread_findings(data),
             KERAS_NOTE,
             "Raw samples (and each run's worker-0 log) in latest.json."]
+
+
+def thread_findings(data: dict) -> list[str]:
+    """Where each method's driver CPU went: the median over its rounds of each thread's share, the largest first."""
+    said = []
+    for method in data["methods"]:
+        rounds = [s["driver_threads"] for s in data["samples"][method] if s.get("ok")]
+        names = {name for split in rounds for name in split}
+        medians = {name: describe([split.get(name, 0.0) for split in rounds])["median"] for name in names}
+        top = sorted(medians.items(), key=lambda item: -item[1])[:6]
+        said.append(f"The driver's CPU by thread, {LABELS[method]} (median CPU s over {len(rounds)} rounds): "
+                    + ", ".join(f"{name} {cpu:.2f}" for name, cpu in top) + ".")
+    return said
 
 
 def uptime() -> str:

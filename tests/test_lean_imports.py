@@ -41,6 +41,7 @@ def test_any_other_importer_is_left_to_the_other_finders(monkeypatch):
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     assert _asked_by("__main__") is None
     assert _asked_by("keras.src.backend.jax") is None
+    assert _asked_by("keras.src.callbacks.orbax_checkpoint") is None  # Keras 3's own import is left alone
 
 
 def test_keras_on_jax_gets_it_everywhere(monkeypatch):

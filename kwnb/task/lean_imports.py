@@ -1,18 +1,19 @@
 """Keeps `import tensorflow` from importing jax in a task that did not ask for it.
 
-Two optional imports load jax wherever it is installed: TensorFlow 2.21's `tensorflow.lite.python.util` runs
-`from jax import jit` (in a try) for TFLite's converter of JAX functions, and Keras 3's Orbax callback module runs
-`import jax` (in a try) to patch old jax versions, also on the TensorFlow backend. A task's `import tensorflow`
-then loads jax and jaxlib as well: about 109 MiB more peak RSS per process (667 against 558 MiB for `import
-tensorflow` with tf-keras, jax 0.10.2), paid by every TensorFlow task, and by every warm interpreter, of a machine
-that has `kwnb[jax]` (Binder's image does, for notebook 07). The finder below answers "no jax" to those two
-importers only, as on a machine without jax; any other import of jax, the script's or Keras' JAX backend, loads it
-as usual, and a script that imports jax before tensorflow keeps TFLite's JAX converter.
+TensorFlow 2.21's `tensorflow.lite.python.util` runs `from jax import jit` (in a try) wherever jax is installed,
+for TFLite's converter of JAX functions. A tf-keras task's `import tensorflow` then loads jax and jaxlib as well:
+about 109 MiB more peak RSS per process (667 against 558 MiB for `import tensorflow` with tf-keras, jax 0.10.2),
+paid by every TensorFlow task, and by every warm interpreter, of a machine that has `kwnb[jax]` (Binder's image
+does, for notebook 07). The finder below answers "no jax" to that importer only, as on a machine without jax; any
+other import of jax, the script's or Keras 3's (its Orbax callback module imports it on every backend), loads it
+as usual, and a script that imports jax before tensorflow keeps TFLite's JAX converter. (Keras 3's import is left
+alone: with it refused too, a Keras 3 fit on the TensorFlow backend segfaulted once in its evaluation under load,
+and Keras 3 cannot train across workers there anyway.)
 """
 import os
 import sys
 
-OPTIONAL_IMPORTERS = ("tensorflow.lite.python.util", "keras.src.callbacks.orbax_checkpoint")
+OPTIONAL_IMPORTERS = ("tensorflow.lite.python.util",)
 
 
 class _NoJaxForTfLite:

@@ -74,7 +74,7 @@ def status(tasks: list, timed_out: bool, ended: bool = True, failed: tuple[int, 
         if all(s in (Status.STARTING, Status.PENDING) for s in statuses):
             return Status.PENDING if Status.PENDING in statuses else Status.STARTING
         return Status.RUNNING
-    statuses = [Status.FAILED if task.position in failed else task.status for task in training(tasks)]
+    statuses = [Status.FAILED if failed and task.position in failed else task.status for task in training(tasks)]
     if timed_out:
         return Status.FAILED
     if tasks[0].task_type == "chief" and tasks[0].status == Status.FINISHED:

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -38,6 +39,10 @@ CONNECT_SECONDS = 5.0  # a head that does not accept a TCP connection by then is
 PLACEMENT_SECONDS = 30.0  # resources that exist but are busy: how long to wait for them before refusing
 ACTOR_SECONDS = 60.0  # an actor's start on its node (a new worker process importing kwnb)
 CALL_SECONDS = 10.0  # one call to a live actor (a read, a signal)
+# The supervisor polls every 0.1 s; a read is a round trip to the task's actor on its node, so a task is read at
+# most this often: output and exits reach the kernel up to 0.5 s later, and the driver makes 2 calls a second per
+# task, not 10 (benchmarks/ray_train.py: kwnb's driver took 2.2-2.5 times Ray Train's CPU polling at 10).
+READ_SECONDS = 0.5
 _LAUNCHERS: "weakref.WeakSet[RayLauncher]" = weakref.WeakSet()  # what the exit handler tidies
 
 
@@ -205,11 +210,14 @@ class RayTask(TaskProcess):
         self.code: int | None = None
         self.lost = ""  # why the actor died under the task, in words (a lost node, Ray's memory monitor)
         self.last_sample: Sample | None = None
+        self.read_at = float("-inf")  # time.monotonic() of the last read
         self.lock = threading.Lock()  # the supervisor polls while a stopper's thread stops
 
-    def poll(self) -> int | None:
+    def poll(self, every: float = READ_SECONDS) -> int | None:
+        """The exit code, or None while it runs; its actor is asked again once `every` seconds have passed."""
         with self.lock:
-            if self.code is None:
+            if self.code is None and time.monotonic() - self.read_at >= every:
+                self.read_at = time.monotonic()
                 self._read()
             return self.code
 
@@ -261,7 +269,7 @@ class RayTask(TaskProcess):
         """The task's process group, TERM then KILL (TensorFlow catches TERM), its last output, then its actor."""
         super().stop(grace)
         for _ in range(100):  # every byte up to its exit: a read takes at most MAX_READ
-            if self.poll() is not None:
+            if self.poll(every=0) is not None:
                 break
         with self.lock:
             if self.code is None:

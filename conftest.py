@@ -71,9 +71,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # others follow in their usual order.
 # Seconds each took in the clean-clone run of 2026-11-27 (one at a time, load average 7-14): docs/testing.md.
 LONGEST_FIRST = (
+    # The Ray cluster's raylets must register within Ray's fixed 30 s: beside the corpus's four runs at a time they
+    # missed it four times of four once, so the other worker starts with notebook 06 (one run at a time).
     "tests/test_ray.py",  # 341: the 3-node cluster's start, then 2-worker jobs across its nodes
-    "tests/test_corpus.py",  # 333: every entry a real run, 4 at a time
     "notebooks/06_break_it.ipynb",  # 254: one real run per mistake
+    "tests/test_corpus.py",  # 333: every entry a real run, 4 at a time
     "tests/test_warm.py",  # 209
     "tests/test_training_faults.py",  # 135
     "notebooks/02_custom_training_loop.ipynb",  # 135

@@ -78,10 +78,17 @@ def helpers(owner: psutil.Process, warm_pids: list[int], skip: set[int] = frozen
         if child.pid in warm_pids or child.pid in skip:
             continue
         try:
-            found.append({"name": child.name(), "pss": child.memory_full_info().pss})
+            if child.name().startswith(NETWORK_TOOLS) or any(part.endswith(HOLDER) for part in child.cmdline()):
+                found.append({"name": child.name(), "pss": child.memory_full_info().pss})
         except psutil.Error:
             pass
     return found
+
+
+# What a private network's helpers are (kwnb/backends/netns.py), not any child of the caller: a test process may
+# have others (a kernel's picture painter started by an earlier test).
+NETWORK_TOOLS = ("slirp4netns", "pasta", "passt")
+HOLDER = "netns_holder.py"
 
 
 def _tree(pid: int | None) -> set[int]:

@@ -10,19 +10,18 @@ as usual, and a script that imports jax before tensorflow keeps TFLite's JAX con
 alone: with it refused too, a Keras 3 fit on the TensorFlow backend segfaulted once in its evaluation under load,
 and Keras 3 cannot train across workers there anyway.)
 """
-import os
 import sys
 
 OPTIONAL_IMPORTERS = ("tensorflow.lite.python.util",)
 
 
 class _NoJaxForTfLite:
-    """A meta path finder that refuses `jax` when one of OPTIONAL_IMPORTERS is the module importing it, outside a
-    Keras-on-JAX task (where Keras' backend has imported jax before)."""
+    """A meta path finder that refuses `jax` when one of OPTIONAL_IMPORTERS is the module importing it (in a
+    Keras-on-JAX task Keras' backend has imported jax before: the finder is not asked)."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name != "jax" or os.environ.get("KERAS_BACKEND") == "jax":
+        if name != "jax":
             return None
         frame = sys._getframe(1)
         while frame is not None:  # importlib's own frames first, then the importing module's

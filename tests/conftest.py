@@ -47,3 +47,17 @@ def ray_cluster():
         pytest.skip(f"the test Ray cluster could not be started: {type(error).__name__}: {error}")
     yield cluster
     ray_support.stop(cluster)
+
+
+@pytest.fixture
+def eager_pool(monkeypatch):
+    """The warm pool, emptied, refilling at once and at the kernel's priority: for tests of what a warm start
+    gives, not of when the pool refills (tests/test_warm_pool.py) nor of its nice 19 (tests/test_warm_cgroup.py).
+    At nice 19 beside the suite's other worker training on both CPUs, importing TensorFlow took over 90 s."""
+    from kwnb.backends import warm, warm_room
+
+    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))
+    monkeypatch.setattr(warm, "NICE", 0)
+    warm.POOL.stop()
+    yield warm.POOL
+    warm.POOL.stop()

@@ -289,27 +289,20 @@ def test_a_warm_interpreter_for_a_jax_cell_imports_jax_and_keras_not_tensorflow(
 
 @needs_jax
 @pytest.mark.slow
-def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp_path, monkeypatch):
-    from kwnb.backends import warm_room
-    from kwnb.backends.warm import POOL
+def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp_path, eager_pool):
     from waiting import pool_ready
 
-    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))  # not about when the pool refills (test_warm_pool)
-    POOL.stop()
-    try:
-        script = LOOP.replace("import os\n", "import os, sys\nprint('BEFORE', sorted(m for m in ('jax', 'keras', "
-                                            "'tensorflow') if m in sys.modules), flush=True)\n", 1)
-        cold = jax_run(tmp_path, script, warm=True)
-        assert cold.exit_codes == [0, 0] and not cold.warm, cold.summary()
-        assert pool_ready(2, timeout=240), (POOL.status(), POOL.refused)
-        warm = jax_run(tmp_path, script, warm=True)
-        assert warm.exit_codes == [0, 0] and all(task.warm for task in warm.workers), warm.summary()
-        for i in range(2):
-            assert "BEFORE []" in cold.logs(i) and "BEFORE ['jax', 'keras']" in warm.logs(i)  # no TensorFlow
-            assert [l for l in warm.logs(i).splitlines() if l.startswith("step ")] == \
-                [l for l in cold.logs(i).splitlines() if l.startswith("step ")]
-    finally:
-        POOL.stop()
+    script = LOOP.replace("import os\n", "import os, sys\nprint('BEFORE', sorted(m for m in ('jax', 'keras', "
+                                        "'tensorflow') if m in sys.modules), flush=True)\n", 1)
+    cold = jax_run(tmp_path, script, warm=True)
+    assert cold.exit_codes == [0, 0] and not cold.warm, cold.summary()
+    assert pool_ready(2, timeout=240), (eager_pool.status(), eager_pool.refused)
+    warm = jax_run(tmp_path, script, warm=True)
+    assert warm.exit_codes == [0, 0] and all(task.warm for task in warm.workers), warm.summary()
+    for i in range(2):
+        assert "BEFORE []" in cold.logs(i) and "BEFORE ['jax', 'keras']" in warm.logs(i)  # no TensorFlow
+        assert [l for l in warm.logs(i).splitlines() if l.startswith("step ")] == \
+            [l for l in cold.logs(i).splitlines() if l.startswith("step ")]
 
 
 @needs_jax

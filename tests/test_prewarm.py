@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import kwnb
-from kwnb.backends import warm_room
 from waiting import pool_ready
 from kwnb.backends.warm import POOL
 from kwnb.backends.prewarm import prewarm
@@ -17,12 +16,9 @@ SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
 
 
 @pytest.fixture
-def warm_session(monkeypatch):
+def warm_session(monkeypatch, eager_pool):
     monkeypatch.setenv("KWNB_WARM", "1")  # as in a user's kernel (tests/conftest.py turns it off)
-    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))  # what, not when (tests/test_warm_pool.py)
-    POOL.stop()
-    yield
-    POOL.stop()
+    yield  # the pool emptied, refilling at once at the kernel's priority: what, not when (tests/conftest.py)
 
 
 def test_kwnb_warm_0_starts_nothing(monkeypatch):

@@ -10,7 +10,6 @@ import pytest
 
 import kwnb
 from kwnb.backends import make_launcher
-from kwnb.backends import warm_room
 from kwnb.machine.task_env import temp_variables
 from waiting import pool_ready
 from kwnb.backends.warm import POOL, key
@@ -24,13 +23,8 @@ def seen(run, position):
 
 
 @pytest.fixture
-def empty_pool(monkeypatch):
-    # These tests are about what a warm start gives, not when the pool refills: on a machine busy with
-    # other work the refill would wait for a quiet moment (tests/test_warm_pool.py tests that).
-    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))
-    POOL.stop()
-    yield POOL
-    POOL.stop()
+def empty_pool(eager_pool):
+    return eager_pool  # (tests/conftest.py)
 
 
 def test_the_key_ignores_only_what_differs_per_task():

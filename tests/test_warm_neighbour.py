@@ -8,19 +8,15 @@ import psutil
 import pytest
 
 import kwnb
-from kwnb.backends import warm_room
 from kwnb.backends.warm import POOL
 from kwnb.machine.limits import read_limits
 from waiting import pool_ready
 
 
 @pytest.fixture
-def warm_session(monkeypatch):
+def warm_session(monkeypatch, eager_pool):
     monkeypatch.setenv("KWNB_WARM", "1")  # as in a user's kernel (tests/conftest.py turns it off)
-    monkeypatch.setattr(warm_room, "BUSY_SHARE", float("inf"))  # how many, not when (tests/test_warm_pool.py)
-    POOL.stop()
-    yield
-    POOL.stop()
+    yield  # the pool emptied, refilling at once at the kernel's priority: what, not when (tests/conftest.py)
 
 
 def loaded(pid: int) -> bool:

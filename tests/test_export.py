@@ -100,6 +100,7 @@ def job_dir(tmp_path, monkeypatch):
     """A 2-worker run of main.py with a helper module, constructed (nothing starts) in a private runs folder."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(registry, "_RUNS", [])  # a run named main another test of this process launched is not it
     (tmp_path / "main.py").write_text("import helper\nprint(helper.GREETING)\n")
     (tmp_path / "helper.py").write_text("GREETING = 'hi'\n")
     run = Run("main.py", 2, files=["helper.py"], args="--epochs 3",

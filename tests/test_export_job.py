@@ -22,6 +22,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from kwnb import cli
+from kwnb.engine.live import registry
 from kwnb.engine.live.run import Run
 from kwnb.export import EXPORT_ARGUMENTS, export_run, job, tfjob
 from k8s_job_checks import (DATA, VALIDATORS, by_kind, check_manifest, engine_tf_config, problems, run_pod,
@@ -39,6 +40,7 @@ def job_dir(tmp_path, monkeypatch):
     """A 2-worker run of a script that prints what it was given, with a helper module (nothing starts)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(registry, "_RUNS", [])  # a run named main another test of this process launched is not it
     (tmp_path / "main.py").write_text(PRINTING_SCRIPT)
     (tmp_path / "helper.py").write_text("GREETING = 'hi'\n")
     run = Run("main.py", 2, files=["helper.py"], args="--epochs 3", env={"API_TOKEN": "s3cr3t", "DATA_DIR": "/data"})

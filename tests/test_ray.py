@@ -186,6 +186,7 @@ def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(clus
     finally:
         run.stop()
     assert run.status == "failed" and "Ray lost node" in run.reason
+    assert not [d for d in run.diagnoses if d.kind == "killed" and d.task == 1], run.summary()  # not twice
     assert wait_for(lambda: not alive(pids), 30), alive(pids)
 
 

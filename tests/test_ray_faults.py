@@ -34,7 +34,12 @@ def test_a_lost_node_is_told_on_each_task_it_held_with_all_of_them_named_and_is_
     lost = [d for d in found(*tasks) if d.kind == "ray_node_lost"]
     assert [d.task for d in lost] == [1, 2]
     assert lost[0].message.startswith("Ray lost node 10.0.0.12, which held worker 1, worker 2: the node died")
-    assert diagnose.origin(found(*tasks), list(tasks)).kind == "ray_node_lost"  # not `killed`, also found
+    assert diagnose.origin(found(*tasks), list(tasks)).kind == "ray_node_lost"
+    assert not [d for d in found(*tasks) if d.kind == "killed"]  # the same SIGKILL, not a kill from outside too
+
+
+def test_a_task_the_memory_monitor_ended_is_not_also_killed_from_outside():
+    assert [d.kind for d in found(task(0), task(1, LOW_MEMORY)) if d.task == 1] == ["ray_memory_monitor"]
 
 
 def test_the_memory_monitor_is_told_with_its_threshold_and_a_lost_node_is_not():

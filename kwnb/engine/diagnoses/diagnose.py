@@ -100,9 +100,11 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
         for kind in kinds:
             if kind.find is None or kind.each_task and kind is not each_task[0]:
                 continue
-            asked = [each.find(task, look) for task in look.tasks for each in each_task] if kind.each_task else \
-                [kind.find(look)]
-            look.found += [d for one in asked for d in (one if isinstance(one, list) else [one]) if d]
+            asked = ((each.find, (task, look)) for task in look.tasks for each in each_task) if kind.each_task else \
+                [(kind.find, (look,))]
+            for find, arguments in asked:  # one at a time: a kind sees what those asked before it found (explained)
+                one = find(*arguments)
+                look.found += [d for d in (one if isinstance(one, list) else [one]) if d]
     _link(look)
     # The ends a restart left behind first, so that a task that ended the same way again is said as that new end
     # (merge: the last finding of a kind and task wins).
@@ -184,6 +186,8 @@ def killed(task: TaskView, look: Look) -> Diagnosis | None:
         return None
     if task.bind_failed:
         return None  # port_taken says it: a JAX coordinator whose port was taken dies of SIGSEGV
+    if look.explained(task.position):
+        return None  # a root cause asked before it said how the task ended (Ray lost its node, say)
     number = -code if code < 0 else 9
     name = signal_name(number)
     if found is not None and number == signal.SIGKILL:

@@ -2,7 +2,8 @@
 removed, told once per node with the tasks it held) and `ray_memory_monitor` (Ray's memory monitor killed the
 actor). The Ray backend writes one line into the task's log when the actor dies (backends/ray_words.py); these
 read it back from the task's tail, as values. A refusal at launch (no cluster at the address, resources the
-cluster cannot give, a version mismatch) is the launch's own one-line error, the run's reason."""
+cluster cannot give, a version mismatch) is the launch's own one-line error, the run's reason. Each says how its
+task ended (`ended`), so `killed`, asked after them, does not tell the same SIGKILL again as a kill from outside."""
 from __future__ import annotations
 
 import re
@@ -38,7 +39,8 @@ def ray_node_lost(look: Look) -> list[Diagnosis]:
         found += [Diagnosis("ray_node_lost", task.position,
                             f"{cause}: the node died or left the cluster and its tasks went with it; "
                             f"--on-failure restart starts them again where the placement group finds room "
-                            f"(`ray status` shows the nodes left)", evidence=[line], cause=cause)
+                            f"(`ray status` shows the nodes left)", evidence=[line], cause=cause,
+                            ended={task.position: f"went with Ray's lost node {node}"})
                   for task, line in held]
     return found
 
@@ -51,4 +53,5 @@ def ray_memory_monitor(task: TaskView, look: Look) -> Diagnosis | None:
     return Diagnosis("ray_memory_monitor", task.position,
                      f"{cause}: the node's memory passed Ray's threshold (RAY_memory_usage_threshold, 0.95 by "
                      f"default) and Ray killed the newest work there; use less memory per task, or raise "
-                     f"--cpus-per-task so that fewer tasks share a node", evidence=[death[0]], cause=cause)
+                     f"--cpus-per-task so that fewer tasks share a node", evidence=[death[0]], cause=cause,
+                     ended={task.position: "was killed by Ray's memory monitor"})

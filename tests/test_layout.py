@@ -99,7 +99,7 @@ def test_the_checks_see_imports():
 # Within the engine each concern is a layer of its own: what a task wrote (readers), one task (tasks), what
 # goes wrong (diagnoses), what is kept and shown (records), the running run (live).
 LAYERS = (
-    ("kwnb.errors", "kwnb.version"),                     # plain definitions everyone shares
+    ("kwnb.errors", "kwnb.version", "kwnb.python_source"),  # plain definitions everyone shares; one ast.parse
     ("kwnb.task",),                                      # runs inside each task: standard library only
     ("kwnb.machine", "kwnb.datasets"),                   # facts about this machine; sample data
     ("kwnb.backends", "kwnb.export"),                    # ways of starting tasks; a run as Kubernetes objects
@@ -143,6 +143,15 @@ def test_only_the_notebook_layer_imports_ipython_or_ipywidgets():
                  if not name.startswith("kwnb.notebook")
                  for imported, _ in imports_of(path) if imported.split(".")[0] in ("IPython", "ipywidgets")]
     assert not offenders, offenders
+
+
+def test_every_parse_of_a_users_source_is_the_one_serialised_parse():
+    """kwnb.python_source.parse holds the lock two parses at once need on CPython 3.11 (its docstring)."""
+    calls = [f"{name}:{node.lineno}" for name, path in MODULES.items() if name != "kwnb.python_source"
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr == "parse"
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == "ast"]
+    assert not calls, f"use kwnb.python_source.parse: {calls}"
 
 
 def test_task_side_imports_only_the_standard_library():

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psutil
 
+from .. import python_source
 from ..machine.limits import Limits, cgroup_of, read_limits
 from ..machine.sizes import format_size
 
@@ -102,7 +103,7 @@ def script_imports(script: str) -> set[str] | None:
             continue
         seen.add(path)
         try:
-            tree = ast.parse(_text(path), str(path))
+            tree = python_source.parse(_text(path), str(path))
         except (SyntaxError, ValueError, TypeError):  # (TypeError: no text, unreadable)
             if len(seen) == 1:
                 return None  # the script itself

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import python_source
 from ..readers.tf_events import PythonTraceback
 from ..tasks.view import TaskView
 from .diagnosis import Diagnosis, Look
@@ -136,7 +137,8 @@ def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[S
     is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a script that
     cannot be read or parsed. Read once, when the run is made (`text`: the script's, where the caller read it)."""
     try:
-        tree = ast.parse(Path(script).read_text(encoding="utf-8", errors="replace") if text is None else text)
+        tree = python_source.parse(Path(script).read_text(encoding="utf-8", errors="replace") if text is None else text,
+                                   str(script))
     except (OSError, SyntaxError, ValueError):
         return ()
     names = _literal_names(tree)

@@ -8,6 +8,8 @@ import ast
 from pathlib import Path
 from typing import Mapping
 
+from ... import python_source
+
 
 def uses_keras_distribution(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
@@ -33,7 +35,7 @@ def framework_hint(script: Path, framework: str, env: Mapping[str, str]) -> str:
     if framework != "tensorflow":
         return ""
     try:
-        tree = ast.parse(script.read_text(errors="replace"), str(script))
+        tree = python_source.parse(script.read_text(errors="replace"), str(script))
     except (OSError, SyntaxError, ValueError):
         return ""
     if uses_keras_distribution(tree):

@@ -14,6 +14,8 @@ import ast
 import os
 from dataclasses import dataclass
 
+from ... import python_source
+
 BATCHING = ("batch", "padded_batch")
 MAX_CODE = 80  # characters of the call quoted
 
@@ -38,7 +40,7 @@ def hand_sharding(path: str, text: str) -> tuple[HandSharding, ...]:
     batch in the same chain (`.batch(b).shard(n, i)`), or a name bound to a batched dataset earlier in the file
     (`ds = ds.batch(b)` ... `ds.shard(n, i)`). () when the text is not Python."""
     try:
-        tree = ast.parse(text)
+        tree = python_source.parse(text, path)
     except (SyntaxError, ValueError):
         return ()
     batched = {}  # name -> the first line it was bound to a batched dataset

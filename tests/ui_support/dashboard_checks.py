@@ -81,7 +81,11 @@ def check_dashboard_shown_once(ui) -> None:
     # The same element throughout, or a second one if the page redrew the whole widget when the run's
     # end replaced the output's bundle: never more.
     drawn = {o["node"] for o in live}
-    assert 1 <= len(drawn) <= 2, f"the dashboard's element changed {len(drawn) - 1} times: {drawn}"
+    changes = [(round(s["t"], 1), s["first_output"]["node"], s["labels"]) for before, s in
+               zip(ui["snapshots"], ui["snapshots"][1:]) if s and before and
+               s["first_output"]["node"] != before["first_output"]["node"]]
+    assert 1 <= len(drawn) <= 2, f"the dashboard's element changed {len(drawn) - 1} times: {drawn}, at (s, node, " \
+                                 f"tabs) {changes}"
     reopened = ui["dark"]["first_output"]
     assert reopened["static_in_page"] == 0, reopened
     # The end's update_display_data reached the page's own copies of the outputs: the saved file holds

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -19,7 +20,7 @@ import pytest
 
 from .dashboard_checks import running
 from .dashboard_page import SHOTS, Frontend, shot
-from .lab import CHROMIUM, CHROMIUM_ARGS
+from .lab import CHROMIUM, CHROMIUM_ARGS, tail
 from .page_probes import CONTRAST_JS, SNAPSHOT_JS
 
 # JupyterLab's notebook classes in the shared probes, and classic Notebook's for them (the longest first).
@@ -40,8 +41,8 @@ def classic(probe: str) -> str:
 SNAPSHOT = classic(SNAPSHOT_JS)
 CONTRAST = classic(CONTRAST_JS)
 
-# A quick fit (2 x 150 steps on each of 2 workers, a live Keras progress bar) for the run watched to its
-# end, and a long one (50 x 200 steps) for the run stopped while it trains.
+# A quick fit (2 x 250 steps on each of 2 workers, 4-15 s of training with a live Keras progress bar) for
+# the run watched to its end, and a long one (50 x 250 steps) for the run stopped while it trains.
 FIT = """\
 import numpy as np
 import tensorflow as tf
@@ -56,9 +57,10 @@ with strategy.scope():
 model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=1)
 print("DONE")
 """
-CELLS = ["%load_ext kwnb",
-         "%%kw_worker main.py -n 2\n" + FIT.format(epochs=2, steps=150),
-         "%%kw_worker endless.py -n 2\n" + FIT.format(epochs=50, steps=200)]
+# The first cell also says which kwnb and ipywidgets the kernel imported: this checkout's, Colab's 7.
+CELLS = ["%load_ext kwnb\nimport ipywidgets, kwnb\nprint(kwnb.__file__, ipywidgets.__version__)",
+         "%%kw_worker main.py -n 2\n" + FIT.format(epochs=2, steps=250),
+         "%%kw_worker endless.py -n 2\n" + FIT.format(epochs=50, steps=250)]
 
 
 def write_notebook(path: Path) -> None:
@@ -92,11 +94,17 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
     with frontend.server(root, base / "home") as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1100})
+        record["console"] = []  # the page's errors and warnings, for a post-mortem
+        page.on("console", lambda m: record["console"].append(f"{m.type}: {m.text[:300]}")
+                if m.type in ("error", "warning") else None)
         try:
             page.goto(server.url(frontend.path))
             frontend.wait_idle(page)
             record["timings"]["idle"] = time.monotonic() - started
+            with urllib.request.urlopen(server.url("api"), timeout=10) as response:
+                record["server_version"] = json.load(response)["version"]
             watch_to_the_end(page, frontend, record, started)
+            record["kernel_says"] = page.locator("#notebook .cell").first.locator(".output_area").inner_text()
             stop_while_training(page, frontend, record, started)
         except Exception:
             page.screenshot(path=str(SHOTS / f"{frontend.prefix}failure.png"))
@@ -104,6 +112,7 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
         finally:
             browser.close()
             record["timings"]["total"] = time.monotonic() - started
+            record["server_log"] = tail(base / "home" / "notebook6.log")
             (SHOTS / f"{frontend.prefix}record.json").write_text(json.dumps(record, default=str, indent=1))
     return record
 

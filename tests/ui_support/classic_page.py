@@ -97,9 +97,11 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
         record["console"] = []  # the page's errors and warnings, for a post-mortem
         page.on("console", lambda m: record["console"].append(f"{m.type}: {m.text[:300]}")
                 if m.type in ("error", "warning") else None)
+        answers = watch_widget_listing(page)
         try:
             page.goto(server.url(frontend.path))
             frontend.wait_idle(page)
+            wait_widgets_listed(page, answers)
             record["timings"]["idle"] = time.monotonic() - started
             with urllib.request.urlopen(server.url("api"), timeout=10) as response:
                 record["server_version"] = json.load(response)["version"]
@@ -115,6 +117,29 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
             record["server_log"] = tail(base / "home" / "notebook6.log")
             (SHOTS / f"{frontend.prefix}record.json").write_text(json.dumps(record, default=str, indent=1))
     return record
+
+
+def watch_widget_listing(page) -> list[str]:
+    """The kernel's answers to "which widgets do you have" (comm_info_reply) as the page receives them."""
+    answers: list[str] = []
+
+    def frames(socket) -> None:
+        socket.on("framereceived", lambda payload: answers.append(payload)
+                  if isinstance(payload, str) and '"comm_info_reply"' in payload else None)
+    page.on("websocket", frames)
+    return answers
+
+
+def wait_widgets_listed(page, answers: list[str], seconds: float = 30) -> None:
+    """Until the widgets extension has had the kernel's list of its widgets: at the page's start, its control
+    comm refused (ipywidgets 7.7.1's kernel has none), it asks for that list to restore the widgets the kernel
+    holds, opening from the page each one it has not met. The cells run after that, as on a page a learner has
+    had open for a moment, never beside it: the earlier classic Notebook check, which ran its cells as soon as
+    the kernel connected, once saw the widgets stay undrawn in a fresh clone (cause not found)."""
+    deadline = time.monotonic() + seconds
+    while not answers:
+        assert time.monotonic() < deadline, f"the widgets extension never listed the kernel's widgets in {seconds} s"
+        page.wait_for_timeout(100)
 
 
 def sample(page, into: list, started: float) -> dict | None:

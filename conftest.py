@@ -88,6 +88,7 @@ LONGEST_FIRST = (
     "tests/test_slurm_nodes.py",  # 103
     "tests/test_slurm.py",  # 86
     "tests/test_benchmarks_smoke.py",  # 84
+    "tests/test_notebook6_ui.py",  # 70-89 beside a whole-suite run (47-56 alone): two 2-worker runs in a browser
 )
 
 

@@ -79,8 +79,9 @@ def test_the_fixed_program_is_found_clean_by_the_reader():
 
 
 # ----- the whole pass on captured logs -------------------------------------------------------------------
-def replay(tmp_path, *tasks):
-    """Tasks that read a captured log each: (log name, exit code, seconds after 0 at which it ended)."""
+def replay(tmp_path, *tasks, stopped: bool = False):
+    """Tasks that read a captured log each: (log name, exit code, seconds after 0 at which it ended); `stopped`:
+    each stopped by kwnb or the user (Run.stop, the dashboard's Stop button) before it ended."""
     from kwnb.engine.tasks.task import Task
     from kwnb.engine.tasks.view import view_of
     from kwnb.task.tf_config import TaskId
@@ -93,6 +94,7 @@ def replay(tmp_path, *tasks):
         task.metrics.feed(text)
         task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=ended - 0.5)
         task.returncode, task.ended_at, task.started_at, task.is_chief = code, ended, 0.0, position == 0
+        task._stop_requested = stopped
         made.append(task)
     return tuple(view_of(task, 30.0) for task in made)
 
@@ -133,6 +135,14 @@ def test_an_error_or_a_kill_is_the_root_and_the_lost_peer_its_consequence(tmp_pa
     assert (ran_out.kind, lost.kind) == ("input_exhausted", "peer_lost") and lost.follows == ran_out.key
     assert "which ran out of input data: a consequence of the input_exhausted above" in lost.message
     assert told_crashed([ran_out, lost]) == []
+
+
+def test_a_run_stopped_by_its_user_tells_no_lost_peer(tmp_path):
+    """Stopped (Run.stop, the dashboard's Stop button), a TensorFlow task holds off TERM (its preemption notifier
+    catches it) until kwnb KILLs it after its grace; the peer that outlives it by a moment logs the connection
+    lost. Neither end is a fault of the run: no `killed`, no `error`, no `peer_lost` in red under "STOPPED"."""
+    assert pass_over(replay(tmp_path, ("peer-killed-worker-0.log", 1, 8.0), ("peer-killed-worker-1.log", -9, 5.0),
+                            stopped=True)) == []
 
 
 def test_the_run_lists_the_root_cause_first_whatever_came_first():

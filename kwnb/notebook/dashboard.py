@@ -30,7 +30,7 @@ from .curves_view import CURVES_CPU_SHARE, CurvesView
 from .overview import OVERVIEW_CSS, STATUS_COLOURS, diagnoses_html, faults, overview_html
 from .static import hide_account_css, missing_html, static_html, title_html
 from .task_tab import fold_label, header_html, log_html, worker_label
-from .widgets_compat import set_tab_titles, tab_titles, widget_bundle
+from .widgets_compat import CLASSIC_STOP_CSS, set_tab_titles, tab_titles, widget_bundle
 
 REFRESH_HZ = 4
 TIMELINE_SECONDS = 3.0  # a phase changed: redraw, but not more often (a draw costs a few ms, 64 lanes ~20)
@@ -100,7 +100,8 @@ class Dashboard:
         # ipywidgets gives every tab a fixed width, which cuts "worker 0 (chief): finished" short. Where the
         # widgets render, this style also hides their static account (a page without them never gets the rule).
         tab_width = widgets.HTML("<style>.kwnb-dashboard .widget-tab > .lm-TabBar .lm-TabBar-tab"
-                                 "{flex:0 0 auto}" + OVERVIEW_CSS + hide_account_css(self.account_id) + "</style>",
+                                 "{flex:0 0 auto}" + OVERVIEW_CSS + CLASSIC_STOP_CSS + hide_account_css(self.account_id)
+                                 + "</style>",
                                  layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HBox([self.title, self.stop_button],
                                                  layout=widgets.Layout(justify_content="space-between")),

@@ -17,6 +17,11 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+# ipywidgets 7's own palette, which classic Notebook's pages (.output_area) take, draws a danger button in
+# white on Material red 500 (#f44336): 3.7:1, below WCAG AA's 4.5:1 for the Stop button's word. Red 700, which
+# JupyterLab's light theme gives it, is 5.0:1. JupyterLab's and Notebook 7's pages keep their theme's own.
+CLASSIC_STOP_CSS = ".output_area .kwnb-dashboard .jupyter-button.mod-danger{background-color:#d32f2f}"
+
 # What the dashboard needs of ipywidgets, each as the attribute 8 has and the one 7 has.
 NEEDED = {"way to title a Tab's pages (Tab.titles, Tab.set_title)": (lambda: widgets.Tab, ("titles", "set_title")),
           "way to display a widget (_repr_mimebundle_, _ipython_display_)":

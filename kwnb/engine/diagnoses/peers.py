@@ -76,6 +76,8 @@ def peer_lost(look: Look) -> list[Diagnosis]:
             for peer in _peers_named(report, reporter, tasks):
                 if peer.position in lost or peer.returncode == 0:
                     continue  # a peer that finished normally is reported unhealthy too: harmless
+                if peer.stop_requested:
+                    continue  # kwnb or the user stopped it (TensorFlow holds off TERM, so it was KILLed): no fault
                 if peer.alive and not peer.signals.stopped and now - when < PEER_GRACE_SECONDS:
                     continue  # it may be exiting normally right now
                 oom_killed = peer.returncode == -9 and oom_found.get(peer.position)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -134,6 +136,27 @@ def test_a_chief_two_workers_and_a_ps_on_the_cluster(cluster, tmp_path):
     assert sorted(cluster_spec) == ["chief", "ps", "worker"] and len(cluster_spec["worker"]) == 2
     nodes = {address.rpartition(":")[0] for addresses in cluster_spec.values() for address in addresses}
     assert nodes == {cluster.node_address(0), cluster.node_address(1)}  # PACK fills both nodes
+
+
+def test_the_notebook_coordinates_a_ps_job_whose_servers_run_on_the_nodes(cluster, tmp_path):
+    """--ps and no chief task: the notebook's process is the ParameterServerStrategy coordinator, at its own node's
+    address (the head's, on the test network). The same script, run here with the coordinator's TF_CONFIG as a
+    notebook's cell would, trains through the workers and the ps that serve on the nodes."""
+    run = launch(cluster, tmp_path, SCRIPTS / "ps_chief_fit.py", 2, ps=1)
+    try:
+        assert run.wait_ready(timeout=300), run.summary()
+        config = run.coordinator_tf_config()
+        coordinator = subprocess.run([sys.executable, str(SCRIPTS / "ps_chief_fit.py")], cwd=tmp_path, timeout=300,
+                                     env={**os.environ, "TF_CONFIG": json.dumps(config), "TF_USE_LEGACY_KERAS": "1"},
+                                     capture_output=True, text=True)
+    finally:
+        run.stop()
+    assert coordinator.returncode == 0 and "chief done" in coordinator.stdout, coordinator.stderr[-3000:]
+    assert config["task"] == {"type": "chief", "index": 0}
+    assert config["cluster"]["chief"][0].rpartition(":")[0] == cluster.network.root_address
+    servers = {address.rpartition(":")[0] for job in ("worker", "ps") for address in config["cluster"][job]}
+    assert servers <= {cluster.node_address(0), cluster.node_address(1)} and len(config["cluster"]["worker"]) == 2
+    assert all("serving" in run.logs(task.position) for task in run.tasks), run.summary()  # 2 workers and the ps
 
 
 def test_doctor_checks_the_cluster_and_kwnb_on_every_node(cluster):

@@ -70,8 +70,9 @@ def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network)
     assert len(warm.history()) == 3
     assert warm.workers[0].vitals.time_in(warm.ended_at)["starting"] < \
         cold.workers[0].vitals.time_in(cold.ended_at)["starting"]
-    assert pool_ready(2)  # refilled after the warm run; emptying it removes its log folder too
-    folder = POOL._folder
+    if network == "host":  # (once: two more imports of TensorFlow, about 30 s beside the suite's other worker)
+        assert pool_ready(2)  # refilled after the warm run
+    folder = POOL._folder  # emptying the pool removes its log folder too
     POOL.stop()
     assert folder is not None and not folder.exists()
 

@@ -16,11 +16,10 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from .dashboard_checks import running
-from .dashboard_page import SHOTS, Frontend, shot
-from .lab import CHROMIUM, CHROMIUM_ARGS, tail
+from .dashboard_page import SHOTS, Frontend, page_on, shot
+from .lab import tail
 from .page_probes import CONTRAST_JS, SNAPSHOT_JS
 
 # JupyterLab's notebook classes in the shared probes, and classic Notebook's for them (the longest first).
@@ -81,24 +80,14 @@ def select_cell(page, index: int) -> None:
 
 def record_classic_session(frontend: Frontend, base: Path) -> dict:
     """Open the notebook, run the quick run to its end, then start the long one and stop it from its dashboard."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # the browser is there, so this is a broken setup, not a reason to skip
-        pytest.fail("playwright is not installed: pip install -e '.[test]'")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    root = base / "notebooks"
-    root.mkdir()
-    write_notebook(root / "ui.ipynb")
     record = {"snapshots": [], "stopping": [], "screenshots": {}, "timings": {}}
     started = time.monotonic()
-    with frontend.server(root, base / "home") as server, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1100})
-        record["console"] = []  # the page's errors and warnings, for a post-mortem
-        page.on("console", lambda m: record["console"].append(f"{m.type}: {m.text[:300]}")
-                if m.type in ("error", "warning") else None)
-        answers = watch_widget_listing(page)
-        try:
+    try:
+        with page_on(frontend, base, write_notebook) as (server, page, _):
+            record["console"] = []  # the page's errors and warnings, for a post-mortem
+            page.on("console", lambda m: record["console"].append(f"{m.type}: {m.text[:300]}")
+                    if m.type in ("error", "warning") else None)
+            answers = watch_widget_listing(page)
             page.goto(server.url(frontend.path))
             frontend.wait_idle(page)
             wait_widgets_listed(page, answers)
@@ -108,14 +97,10 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
             watch_to_the_end(page, frontend, record, started)
             record["kernel_says"] = page.locator("#notebook .cell").first.locator(".output_area").inner_text()
             stop_while_training(page, frontend, record, started)
-        except Exception:
-            page.screenshot(path=str(SHOTS / f"{frontend.prefix}failure.png"))
-            raise
-        finally:
-            browser.close()
-            record["timings"]["total"] = time.monotonic() - started
-            record["server_log"] = tail(base / "home" / "notebook6.log")
-            (SHOTS / f"{frontend.prefix}record.json").write_text(json.dumps(record, default=str, indent=1))
+    finally:
+        record["timings"]["total"] = time.monotonic() - started
+        record["server_log"] = tail(base / "home" / "notebook6.log")
+        (SHOTS / f"{frontend.prefix}record.json").write_text(json.dumps(record, default=str, indent=1))
     return record
 
 

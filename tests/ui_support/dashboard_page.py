@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -85,8 +86,17 @@ def select_cell(page, index: int) -> None:
 
 
 def shot(target, name: str, docs: str | None = None) -> Path:
+    """A screenshot of a locator. The run's end replaces the dashboard's element (update_display_data), and an
+    element replaced while it is being shot fails the shot ("not attached to the DOM"): the locator finds the
+    new one on a second try."""
     path = SHOTS / name
-    target.screenshot(path=str(path))
+    for attempt in range(3):
+        try:
+            target.screenshot(path=str(path))
+            break
+        except Exception as error:
+            if "not attached" not in str(error) or attempt == 2:
+                raise
     if docs and os.environ.get("KWNB_UPDATE_DOCS_IMAGES"):
         DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_IMAGES / docs)
@@ -99,8 +109,10 @@ def write_notebook(path: Path) -> None:
     nbformat.write(notebook, path)
 
 
-def record_session(frontend: Frontend, base: Path) -> dict:
-    """Open the notebook, run it, watch the run to its end, then reopen the page in the dark theme."""
+@contextmanager
+def page_on(frontend: Frontend, base: Path, write: Callable[[Path], None]):
+    """The notebook `write` makes (base/notebooks/ui.ipynb), served by the front end's server, and a Chromium page
+    of 1280 x 1100: yields (server, page, the notebook's folder); a failure's screenshot is kept."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:  # the browser is there, so this is a broken setup, not a reason to skip
@@ -108,14 +120,25 @@ def record_session(frontend: Frontend, base: Path) -> dict:
     SHOTS.mkdir(parents=True, exist_ok=True)
     root = base / "notebooks"
     root.mkdir()
-    write_notebook(root / "ui.ipynb")
-
-    record = {"snapshots": [], "screenshots": {}, "timings": {}}
-    started = time.monotonic()
-    with frontend.server(root, base / "home") as lab, sync_playwright() as playwright:
+    write(root / "ui.ipynb")
+    with frontend.server(root, base / "home") as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1100})
         try:
+            yield server, page, root
+        except Exception:
+            page.screenshot(path=str(SHOTS / f"{frontend.prefix}failure.png"))
+            raise
+        finally:
+            browser.close()
+
+
+def record_session(frontend: Frontend, base: Path) -> dict:
+    """Open the notebook, run it, watch the run to its end, then reopen the page in the dark theme."""
+    record = {"snapshots": [], "screenshots": {}, "timings": {}}
+    started = time.monotonic()
+    try:
+        with page_on(frontend, base, write_notebook) as (lab, page, root):
             page.goto(lab.url(frontend.path))
             frontend.wait_idle(page)
             if frontend.after_open:
@@ -125,14 +148,10 @@ def record_session(frontend: Frontend, base: Path) -> dict:
             light_theme_end(page, frontend, record)
             record["saved"] = saved_run_output(page, root / "ui.ipynb")
             dark_theme_reopened(lab, page, frontend, record)
-        except Exception:
-            page.screenshot(path=str(SHOTS / f"{frontend.prefix}failure.png"))
-            raise
-        finally:
-            browser.close()
-            record["timings"]["total"] = time.monotonic() - started
-            # for a post-mortem
-            (SHOTS / f"{frontend.prefix}record.json").write_text(json.dumps(record, default=str, indent=1))
+    finally:
+        record["timings"]["total"] = time.monotonic() - started
+        # for a post-mortem
+        (SHOTS / f"{frontend.prefix}record.json").write_text(json.dumps(record, default=str, indent=1))
     return record
 
 

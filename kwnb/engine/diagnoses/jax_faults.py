@@ -77,7 +77,10 @@ def jax_peer_lost(look: Look) -> list[Diagnosis]:
         if report is None:
             continue
         _, event = report
-        gone = [t for t in tasks if t is not reporter and (t.returncode not in (None, 0) or t.signals.stopped)]
+        gone = [t for t in tasks if t is not reporter and not t.stop_requested
+                and (t.returncode not in (None, 0) or t.signals.stopped)]
+        if not gone and any(t.stop_requested for t in tasks if t is not reporter):
+            continue  # the peer it lost was being stopped, by kwnb or the user (a Stop): no fault of the run
         what = f"its {event.collective} failed ({event.reason})" if hasattr(event, "collective") else \
             "JAX's coordinator gave up on a process"
         for peer in gone or [reporter]:

@@ -91,9 +91,20 @@ def _evidence(seen: Watched) -> OomEvidence | None:
     if kills is not None and seen.kills is not None and kills > seen.kills:
         lines.insert(0, f"cgroup v{seen.cgroup.version} {seen.cgroup.path}: oom_kill {seen.kills} -> {kills}")
     machine = limits.machine_oom_kills()
-    if not lines and machine is not None and seen.machine_kills is not None and machine > seen.machine_kills:
+    # The machine's counter counts every process's OOM kill: evidence only where the kernel log, which names the
+    # killed pid, cannot be read (another process of the machine OOM-killed beside a task SIGKILLed otherwise).
+    if not lines and machine is not None and seen.machine_kills is not None and machine > seen.machine_kills \
+            and not kernel_log_readable():
         lines.append(f"/proc/vmstat: oom_kill {seen.machine_kills} -> {machine}")
     return OomEvidence(seen.limit, seen.limit_source, tuple(lines)) if lines else None
+
+
+def kernel_log_readable() -> bool:
+    try:
+        os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK))
+    except OSError:
+        return False
+    return True
 
 
 def kernel_log(since: float = 0.0) -> list[str]:

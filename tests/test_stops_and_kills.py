@@ -1,5 +1,7 @@
-"""`jax_peer_lost` as values (engine/diagnoses/jax_faults.py): a collective that broke because a peer went away is
-told on that peer, unless kwnb or the user was stopping it. The real failures are tests/test_jax.py's."""
+"""Whose fault a task's end is, as values: `jax_peer_lost` (engine/diagnoses/jax_faults.py) tells a collective that
+broke because a peer went away on that peer, unless kwnb or the user was stopping it; `out_of_memory`'s evidence
+(engine/diagnoses/oom.py) is not another process's OOM kill. The real failures are tests/test_jax.py's and
+tests/test_training_faults.py's."""
 from __future__ import annotations
 
 from kwnb.engine.diagnoses import diagnose
@@ -34,3 +36,19 @@ def test_a_peer_killed_from_outside_is_lost_and_named():
 def test_a_run_its_user_stopped_tells_no_lost_peer():
     """A Stop ends both tasks; the one that outlives the other by a moment breaks its collective on the way out."""
     assert lost(task(0, -15, stopping=True, broke=True), task(1, -15, stopping=True)) == []
+
+
+# ----- the OOM killer's evidence (engine/diagnoses/oom.py), as the corpus's killed JAX process met it -----------
+def test_another_process_oom_killed_meanwhile_is_no_evidence_where_the_kernel_log_says_whom(monkeypatch):
+    """A task SIGKILLed from outside while the OOM killer ended another process of the machine (the suite's OOM
+    test in the other worker): the machine's counter grew, but the readable kernel log does not name the task."""
+    from kwnb.engine.diagnoses import oom
+
+    monkeypatch.setattr(oom.limits, "machine_oom_kills", lambda: 29)  # 28 when the task started
+    monkeypatch.setattr(oom, "kernel_log", lambda since=0.0: ["Out of memory: Killed process 4242 (python)"])
+    seen = oom.Watched(pid=1234, cgroup=None, kills=None, machine_kills=28, limit=1 << 30, limit_source="machine",
+                       started=0.0)
+    monkeypatch.setattr(oom, "kernel_log_readable", lambda: True)
+    assert oom._evidence(seen) is None
+    monkeypatch.setattr(oom, "kernel_log_readable", lambda: False)  # no way to tell whom: the counter is all there is
+    assert oom._evidence(seen).lines == ("/proc/vmstat: oom_kill 28 -> 29",)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,7 @@ from IPython.testing.globalipapp import start_ipython
 
 import kwnb
 from kwnb.engine.readers.metrics import MetricsParser
-from kwnb.engine.readers.tensorboard import TensorBoardScalars, event_folders, metric_of
+from kwnb.engine.readers.tensorboard import TensorBoardScalars, event_folders, metric_of, writer_of
 
 pytest.importorskip("tensorboard", reason="tensorboard is not installed (the tf extra brings it)")
 HOUR = 3600.0
@@ -127,6 +128,25 @@ def test_two_writers_in_one_folder_give_one_curve(tf, tmp_path):
     second.write(("loss", 1, 0.5), ("loss", 2, 0.4), ("loss", 3, 0.3))
     _, steps = TensorBoardScalars([tmp_path], since).poll()
     assert [row["step"] for row in steps] == [1, 2, 3]
+
+
+def test_only_the_runs_own_processes_files_are_read_where_the_writers_are_known(tf, tmp_path):
+    """Another notebook's run in the same folder writes its event files there meanwhile (notebook 02's custom loop
+    beside notebook 01's fit gave the fit's curve two more epochs): TF2 names each file after its writer's host and
+    pid, and a local run's reader takes only its tasks' processes' files. Files another host wrote, or whose name
+    says no pid, are read as before."""
+    since = time.time()
+    Writer(tf, tmp_path / "logs").write(("epoch_loss", 0, 0.5))  # written by this process
+    [written] = list((tmp_path / "logs").iterdir())
+    assert writer_of(written) == (socket.gethostname(), os.getpid())
+    assert TensorBoardScalars([tmp_path], since, writers=lambda: {os.getpid() + 1}).poll() == ([], [])
+    assert TensorBoardScalars([tmp_path], since, writers=lambda: {os.getpid()}).poll()[0] == [{"epoch": 0, "loss": f32(0.5)}]
+    assert TensorBoardScalars([tmp_path], since).poll()[0] == [{"epoch": 0, "loss": f32(0.5)}]  # writers unknown
+    elsewhere = written.with_name(written.name.replace(f".{socket.gethostname()}.", ".node7.cluster."))
+    written.rename(elsewhere)
+    assert writer_of(elsewhere) == ("node7.cluster", os.getpid())
+    assert TensorBoardScalars([tmp_path], since, writers=lambda: {1}).poll()[0] == [{"epoch": 0, "loss": f32(0.5)}]
+    assert writer_of(Path("events.out.tfevents.1795790135.vm")) is None  # TF1's names say no pid
 
 
 def test_run_folder_and_explicit_logdir_are_roots_and_each_file_is_read_once(tf, tmp_path):

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from ...backends import Launcher, TaskLaunch, make_launcher
 from ...errors import KwnbError, LaunchError, NotPossible
 from ...task.runfolder import RunFolder, default_runs_dir, new_run_dir
@@ -113,6 +115,7 @@ class RunEngine:
         self.stopping = False  # control_lock: kwnb is ending the run (a stop, a timeout, the policy; not a relaunch)
         self.failed_at: float | None = None  # control_lock: a failure first seen since the last (re)launch or restart
         self.tensorboard: TensorBoardScalars | None = None  # control_lock: made by `start`, read by `refresh`
+        self._writer_pids: set[int] = set()  # control_lock: the tasks' processes seen (TensorBoard's writers)
         # What the on_end callbacks go on doing after the end (`go_on`, in the supervisor's thread before `ended`
         # is set): wait(pictures=True) joins them.
         self.after_end: list[threading.Thread] = []
@@ -157,7 +160,8 @@ class RunEngine:
         self.started_at = time.time()
         replicas = sum(task.type in ("chief", "worker") for task in self.task_ids)
         self.tensorboard = TensorBoardScalars([self.dir, self.cwd, self.logdir], self.started_at,
-                                              batch_scale=1.0 / replicas)
+                                              batch_scale=1.0 / replicas,
+                                              writers=self._writers if self.launcher.name == "local" else None)
         try:
             with self.control_lock:
                 self.launch_all()
@@ -198,6 +202,18 @@ class RunEngine:
         with self.state_lock:
             for task, process, config in zip(self.workers, processes, configs):
                 task._started(process, config)
+
+    def _writers(self) -> set[int]:
+        """Every process of this run's tasks seen so far, their children included: who may write its event files
+        (asked by the TensorBoard reader at each scan, every 2 s)."""
+        for task in self.workers:
+            try:
+                process = psutil.Process(task.pid) if task.pid else None
+                self._writer_pids.update([task.pid, *(child.pid for child in process.children(recursive=True))]
+                                         if process else [])
+            except psutil.Error:  # ended: its pid was added while it lived
+                self._writer_pids.add(task.pid)
+        return self._writer_pids
 
     def launch_of(self, task: Task, config: dict) -> TaskLaunch:
         for stale in (self.folder.stacks(task.position), self.folder.tf_config_set(task.position)):

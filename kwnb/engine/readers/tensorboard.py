@@ -5,7 +5,8 @@ TensorBoard's own `EventAccumulator`, one per event file: `Reload()` reads only 
 the last one, and what it read is then dropped from the accumulator, so memory stays flat.
 
 Which files: `events.out.tfevents.*` modified since the run started (an earlier run's files in the
-same folder are never read), under the roots (the run folder, the tasks' working directory, an
+same folder are never read), written by the run's own processes where those are known (`writers`: a local
+run's; TF2 names a file after its writer's host and pid), under the roots (the run folder, the tasks' working directory, an
 explicit logdir), at most MAX_DEPTH folders down, outside hidden folders and outside `workertemp_*`:
 under MultiWorkerMirroredStrategy tf-keras makes every non-chief worker write there, and deletes it at
 the end, so the chief's files are the ones read.
@@ -28,6 +29,7 @@ import bisect
 import contextlib
 import math
 import os
+import socket
 import sys
 import time
 import types
@@ -121,6 +123,16 @@ def event_files(roots, since: float) -> list[Path]:
             if fresh:
                 found.setdefault(os.path.realpath(path), path)
     return sorted(found.values(), key=lambda p: (str(p.parent), p.name))
+
+
+def writer_of(path: Path) -> tuple[str, int] | None:
+    """(host, pid) of the process that wrote an event file, as TF2's summary writer names it
+    (events.out.tfevents.SECONDS.HOST.PID.COUNTER.v2, the host's name may hold dots); None where the name says
+    no pid (TF1's, other writers')."""
+    parts = path.name.split(".")
+    if len(parts) < 8 or parts[-1] != "v2" or not parts[-3].isdigit() or not parts[-2].isdigit():
+        return None
+    return ".".join(parts[4:-3]), int(parts[-3])
 
 
 def event_folders(roots, since: float) -> list[Path]:
@@ -220,8 +232,12 @@ class TensorBoardScalars:
     here; see use_tensorflow_stub for processes that run no TensorFlow of their own).
     """
 
-    def __init__(self, roots, since: float, batch_scale: float = 1.0):
+    def __init__(self, roots, since: float, batch_scale: float = 1.0, writers: Callable[[], set[int]] | None = None):
+        """`writers`: where the tasks run on this machine, the pids that may write the run's event files (the
+        tasks' processes and their children): a file this machine's other process wrote since the run started
+        (another notebook's run in the same folder) is not the run's. None: any writer (a scheduler's nodes)."""
         self.roots = [Path(root) for root in roots if root]
+        self.writers = writers
         self.since = since
         self.batch_scale = batch_scale
         self.steps_per_epoch: int | None = None  # worked out from the first epoch's step summaries
@@ -266,9 +282,10 @@ class TensorBoardScalars:
             return [], []
         if rescan or time.monotonic() - self._scanned_at >= SCAN_SECONDS:
             self._scanned_at = time.monotonic()
+            ours = self.writers() if self.writers else None
             for path in event_files(self.roots, self.since):
-                if path not in self.unreadable:
-                    self._files.setdefault(path, _EventFile(path))
+                if path not in self.unreadable and path not in self._files and self._written_by(path, ours):
+                    self._files[path] = _EventFile(path)
         points: list[Point] = []
         for path, events in list(self._files.items()):
             try:
@@ -284,6 +301,11 @@ class TensorBoardScalars:
             else:
                 points += new
         return self._rows(points) if points else ([], [])
+
+    @staticmethod
+    def _written_by(path: Path, ours: set[int] | None) -> bool:
+        writer = writer_of(path) if ours is not None else None
+        return writer is None or writer[0] != socket.gethostname() or writer[1] in ours
 
     def _rows(self, points: list[Point]) -> tuple[list[dict], list[dict]]:
         points.sort(key=lambda p: (p.step, p.wall))

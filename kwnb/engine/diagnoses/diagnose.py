@@ -100,16 +100,22 @@ def findings(view: RunView, now: float, facts: ProcessFacts = ProcessFacts()) ->
         for kind in kinds:
             if kind.find is None or kind.each_task and kind is not each_task[0]:
                 continue
-            asked = ((each.find, (task, look)) for task in look.tasks for each in each_task) if kind.each_task else \
-                [(kind.find, (look,))]
-            for find, arguments in asked:  # one at a time: a kind sees what those asked before it found (explained)
-                one = find(*arguments)
-                look.found += [d for d in (one if isinstance(one, list) else [one]) if d]
+            # One at a time: a kind sees what those asked before it found (Look.explained).
+            if kind.each_task:
+                for task in look.tasks:
+                    for each in each_task:
+                        _keep(look, each.find(task, look))
+            else:
+                _keep(look, kind.find(look))
     _link(look)
     # The ends a restart left behind first, so that a task that ended the same way again is said as that new end
     # (merge: the last finding of a kind and task wins).
     return recovery.after_restarts(look.current, look.tasks, ENDS, view.restart_limit) + \
         in_story_order(recovery.attempts_of(look.found, look.tasks, ENDS))
+
+
+def _keep(look: Look, found: Diagnosis | list[Diagnosis] | None) -> None:
+    look.found += [d for d in (found if isinstance(found, list) else [found]) if d]
 
 
 def _link(look: Look) -> None:

@@ -85,8 +85,8 @@ class MemoryWatch:
 
 
 def _evidence(seen: Watched) -> OomEvidence | None:
-    lines = [line for line in kernel_log(since=seen.started)
-             if f"pid={seen.pid}," in line or f"process {seen.pid} " in line]
+    logged = kernel_log(since=seen.started)
+    lines = [line for line in logged or () if f"pid={seen.pid}," in line or f"process {seen.pid} " in line]
     kills = limits.oom_kills(seen.cgroup) if seen.cgroup else None
     if kills is not None and seen.kills is not None and kills > seen.kills:
         lines.insert(0, f"cgroup v{seen.cgroup.version} {seen.cgroup.path}: oom_kill {seen.kills} -> {kills}")
@@ -94,26 +94,18 @@ def _evidence(seen: Watched) -> OomEvidence | None:
     # The machine's counter counts every process's OOM kill: evidence only where the kernel log, which names the
     # killed pid, cannot be read (another process of the machine OOM-killed beside a task SIGKILLed otherwise).
     if not lines and machine is not None and seen.machine_kills is not None and machine > seen.machine_kills \
-            and not kernel_log_readable():
+            and logged is None:
         lines.append(f"/proc/vmstat: oom_kill {seen.machine_kills} -> {machine}")
     return OomEvidence(seen.limit, seen.limit_source, tuple(lines)) if lines else None
 
 
-def kernel_log_readable() -> bool:
-    try:
-        os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK))
-    except OSError:
-        return False
-    return True
-
-
-def kernel_log(since: float = 0.0) -> list[str]:
+def kernel_log(since: float = 0.0) -> list[str] | None:
     """The kernel's log lines logged `since` seconds after boot or later, where this user may read them (root,
-    or kernel.dmesg_restrict=0); else []. A record is "level,sequence,microseconds since boot,flags;text"."""
+    or kernel.dmesg_restrict=0); else None. A record is "level,sequence,microseconds since boot,flags;text"."""
     try:
         descriptor = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
-        return []
+        return None
     lines, size = [], 0
     try:
         while size < KMSG_BYTES:

@@ -17,6 +17,7 @@ finished and the run ends with the error as its reason (its traceback in kwnb.lo
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -205,14 +206,11 @@ class RunEngine:
 
     def _writers(self) -> set[int]:
         """Every process of this run's tasks seen so far, their children included: who may write its event files
-        (asked by the TensorBoard reader at each scan, every 2 s)."""
-        for task in self.workers:
-            try:
-                process = psutil.Process(task.pid) if task.pid else None
-                self._writer_pids.update([task.pid, *(child.pid for child in process.children(recursive=True))]
-                                         if process else [])
-            except psutil.Error:  # ended: its pid was added while it lived
-                self._writer_pids.add(task.pid)
+        (asked by the TensorBoard reader for each new event file this machine wrote)."""
+        for task in [task for task in self.workers if task.pid]:
+            self._writer_pids.add(task.pid)
+            with contextlib.suppress(psutil.Error):  # ended: its children were added while it lived, if seen
+                self._writer_pids.update(child.pid for child in psutil.Process(task.pid).children(recursive=True))
         return self._writer_pids
 
     def launch_of(self, task: Task, config: dict) -> TaskLaunch:

@@ -244,6 +244,7 @@ class TensorBoardScalars:
         self.unavailable = ""  # why nothing can be read (TensorBoard missing), once found out
         self.unreadable: dict[Path, str] = {}  # files given up on, and why
         self._files: dict[Path, _EventFile] = {}
+        self._foreign: set[Path] = set()  # files another process of this machine wrote: never the run's
         self._scanned_at = -math.inf
         self._last_step: dict[tuple, int] = {}  # (folder, per epoch?, row key) -> last step taken
         self._epoch_ends: dict[int, float] = {}  # epoch -> wall time of its first end-of-epoch summary
@@ -282,10 +283,13 @@ class TensorBoardScalars:
             return [], []
         if rescan or time.monotonic() - self._scanned_at >= SCAN_SECONDS:
             self._scanned_at = time.monotonic()
-            ours = self.writers() if self.writers else None
             for path in event_files(self.roots, self.since):
-                if path not in self.unreadable and path not in self._files and self._written_by(path, ours):
+                if path in self.unreadable or path in self._files or path in self._foreign:
+                    continue
+                if self._written_by_the_run(path):
                     self._files[path] = _EventFile(path)
+                else:
+                    self._foreign.add(path)
         points: list[Point] = []
         for path, events in list(self._files.items()):
             try:
@@ -302,10 +306,10 @@ class TensorBoardScalars:
                 points += new
         return self._rows(points) if points else ([], [])
 
-    @staticmethod
-    def _written_by(path: Path, ours: set[int] | None) -> bool:
-        writer = writer_of(path) if ours is not None else None
-        return writer is None or writer[0] != socket.gethostname() or writer[1] in ours
+    def _written_by_the_run(self, path: Path) -> bool:
+        """A new file's writer is one of the run's processes, or cannot be told (`writers` is asked only then)."""
+        writer = writer_of(path) if self.writers else None
+        return writer is None or writer[0] != socket.gethostname() or writer[1] in self.writers()
 
     def _rows(self, points: list[Point]) -> tuple[list[dict], list[dict]]:
         points.sort(key=lambda p: (p.step, p.wall))

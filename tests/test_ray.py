@@ -89,6 +89,55 @@ def test_two_workers_fit_on_two_nodes(cluster, tmp_path):
     assert description["backend"] == "ray"
 
 
+def test_a_custom_training_loop_trains_across_two_nodes(cluster, tmp_path):
+    """TensorFlow's custom-loop tutorial's shape (tests/scripts/custom_loop.py with its step module), one
+    worker per node: both print the same epochs, and the curves are read from those lines."""
+    script = tmp_path / "where_loop.py"
+    script.write_text(WHERE + (SCRIPTS / "custom_loop.py").read_text())
+    (tmp_path / "loop_step.py").write_text((SCRIPTS / "loop_step.py").read_text())
+    run = launch(cluster, tmp_path, script, 2, spread=True)
+    try:
+        assert run.wait(timeout=400) == [0, 0], run.summary()
+    finally:
+        run.stop()
+    assert sorted(s["address"] for s in whereabouts(run)) == [cluster.node_address(0), cluster.node_address(1)]
+    line = re.compile(r"^Epoch: (\d+), accuracy: ([0-9.]+), train_loss: ([0-9.]+)\.$", re.MULTILINE)
+    printed = [line.findall(run.logs(w.position)) for w in run.workers]
+    assert [int(epoch) for epoch, _, _ in printed[0]] == [0, 1, 2]
+    assert [loss for _, _, loss in printed[0]] == [loss for _, _, loss in printed[1]]  # one all-reduced loss: in step
+    assert run.history(1) == [{"epoch": int(e), "accuracy": float(a), "train_loss": float(t)} for e, a, t in printed[1]]
+
+
+REPORTS_THEN_WAITS = """import os, time
+import kwnb
+print("RUN_DIR", os.environ["KWNB_RUN_DIR"], flush=True)
+for epoch in range(2):
+    kwnb.report(epoch=epoch, loss=1.0 / (epoch + 1))
+print("REPORTED", flush=True)
+time.sleep(300)
+"""
+
+
+def test_reports_and_stacks_come_back_from_the_nodes(cluster, tmp_path):
+    """What a task writes into the run folder (kwnb.report rows, its stacks) is written on its node, in the
+    actor's folder, and read back through the actor: no folder shared with the nodes is needed."""
+    script = tmp_path / "reports.py"
+    script.write_text(REPORTS_THEN_WAITS)
+    run = launch(cluster, tmp_path, script, 2, spread=True)
+    try:
+        assert wait_for(lambda: all("REPORTED" in run.logs(w.position) for w in run.workers), 120), run.summary()
+        for worker in run.workers:
+            run_dir = next(l for l in run.logs(worker.position).splitlines() if l.startswith("RUN_DIR "))[8:]
+            assert run_dir != str(run.dir) and "kwnb-ray-" in run_dir  # the task never wrote into the driver's
+        assert wait_for(lambda: all(len(run.history(w.position)) == 2 for w in run.workers), 10), run.summary()
+        assert [row["loss"] for row in run.history(1)] == [1.0, 0.5]
+        stacks = run.stacks()
+        assert sorted(stacks) == [0, 1] and all("reports.py" in text and "line 7" in text for text in stacks.values()), \
+            stacks
+    finally:
+        run.stop()
+
+
 def test_kill_and_restart_one_task_then_stop_leaves_nothing(cluster, tmp_path):
     """A task killed as a lost machine, restarted on its node with its address; a stop then ends every
     process each task started, a child in a session of its own included (which ray.kill alone leaves)."""

@@ -79,6 +79,10 @@ class TaskProcess(ABC):
     def where(self) -> str:
         return f"pid {self.pid}"
 
+    def fetch_files(self) -> None:
+        """Bring what the task wrote into the run folder (its stacks, reports) here now, where its node does
+        not share the folder; nothing to do where it does."""
+
     def queued(self) -> bool:
         """Still waiting for a scheduler to give it a machine."""
         return False

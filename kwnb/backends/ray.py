@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import OptionError
 from ..machine.ports import free_ports
 from ..task.ray_host import TaskHost
+from ..task.runfolder import grows
 from ..task.tf_config import TaskId
 from . import network_choice
 from .base import Launcher, LaunchError, Sample, TaskLaunch, TaskProcess
@@ -207,6 +208,7 @@ class RayTask(TaskProcess):
     def __init__(self, launcher: RayLauncher, launch: TaskLaunch, host, pid: int, node: str):
         self.launcher, self.launch, self.host, self.pid, self.node = launcher, launch, host, pid, node
         self.offset = 0  # bytes of the task's output copied into its log here
+        self.files_seen: dict[str, tuple[int, int]] = {}  # what of the task's run folder files is here (ray_host.files)
         self.code: int | None = None
         self.lost = ""  # why the actor died under the task, in words (a lost node, Ray's memory monitor)
         self.last_sample: Sample | None = None
@@ -223,7 +225,8 @@ class RayTask(TaskProcess):
 
     def _read(self) -> None:
         try:
-            data, code, sample = ray.get(self.host.read.remote(self.offset), timeout=CALL_SECONDS)
+            data, code, sample, files = ray.get(self.host.read.remote(self.offset, self.files_seen),
+                                                timeout=CALL_SECONDS)
         except ray.exceptions.GetTimeoutError:
             return  # a busy node: read again next time
         except ray.exceptions.ActorUnavailableError:
@@ -235,8 +238,21 @@ class RayTask(TaskProcess):
             with open(self.launch.log_path, "ab") as log:
                 log.write(data)
             self.offset += len(data)
+        self._copy(files)
         self.last_sample = Sample(rss=sample[0], stopped=False, cpu=sample[1]) if sample else None
         self.code = code
+
+    def _copy(self, files: dict) -> None:
+        """The task's run folder files that changed on its node, into the run folder here: a file that grows
+        is appended to (a restarted task's rows follow the last attempt's, as with a shared folder)."""
+        folder = self.launch.log_path.parent
+        for name, (start, data, marker) in files.items():
+            with open(folder / Path(name).name, "ab" if grows(name) or start else "wb") as copy:
+                copy.write(data)
+            self.files_seen[name] = marker
+
+    def fetch_files(self) -> None:
+        self.poll(every=0)
 
     def _died(self, error) -> None:
         """The actor died under its task (its node, Ray's memory monitor): the task is gone with it."""

@@ -2,7 +2,7 @@
 
 The actor holds a port on its node until the task starts, starts the task as a process group of its
 own, with its output in a file on the node (no shared filesystem is assumed: the launcher reads it
-back through `read`), and signals the group and any descendant that left it (`ray.kill` of the actor
+back through `read`, with what the task writes into its run folder, kept on the node too), and signals the group and any descendant that left it (`ray.kill` of the actor
 alone would leave a `setsid` grandchild running). The task's watchdog (bootstrap.py) watches this
 actor's process: if Ray ends the actor (the driver left, the kernel died), the task ends too.
 """
@@ -17,9 +17,10 @@ import sys
 import tempfile
 import time
 
-from .runfolder import PARENT_PID_ENV
+from .runfolder import PARENT_PID_ENV, RUN_DIR_ENV, grows
 
 MAX_READ = 1 << 20  # bytes of output per read: a read is one message to the driver (Ray's limit is 512 MiB)
+PARTIAL = -1  # a file's marker when a read took only part of it: the next read takes the rest
 DESCENDANTS_SECONDS = 1.0  # how often the descendants are noted while the task lives (a walk of /proc)
 # A group of its own, as local tasks (backends/local.py): a stop reaches the task's children.
 OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
@@ -32,6 +33,7 @@ class TaskHost:
     def __init__(self):
         self.folder = tempfile.mkdtemp(prefix="kwnb-ray-")
         self.output = os.path.join(self.folder, "output")
+        self.run_folder = os.path.join(self.folder, "run")  # the task's stacks and reports, read back with `read`
         self.holder: socket.socket | None = None
         self.popen: subprocess.Popen | None = None
         self.descendants: dict[int, bytes] = {}  # pid -> its /proc stat start time (a reused pid is not ours)
@@ -59,10 +61,10 @@ class TaskHost:
             script = os.path.join(cwd, os.path.basename(script))
         elif not os.path.isdir(cwd):
             cwd = os.path.dirname(script)
-        run_dir = env.get("KWNB_RUN_DIR")
-        if run_dir:
-            os.makedirs(run_dir, exist_ok=True)  # the task's stacks and reports go there, on this node
         full = {**os.environ, **env, PARENT_PID_ENV: str(os.getpid())}
+        if RUN_DIR_ENV in env:  # the run folder is the driver's; on this node the task writes into its own
+            os.makedirs(self.run_folder, exist_ok=True)
+            full[RUN_DIR_ENV] = self.run_folder
         if self.holder is not None:
             self.holder.close()  # just before the task binds it
             self.holder = None
@@ -74,16 +76,46 @@ class TaskHost:
         self.descendants, self.noted_at = {}, float("-inf")
         return self.popen.pid
 
-    def read(self, offset: int) -> tuple[bytes, int | None, tuple[int, float] | None]:
-        """Output from `offset` on, the exit code once all output is read, and (rss bytes, CPU seconds)."""
+    def read(self, offset: int, seen: dict[str, tuple[int, int]] | None = None) -> tuple:
+        """Output from `offset` on, the exit code once all of it and of the run folder's files is read,
+        (rss bytes, CPU seconds), and what changed in the task's run folder since `seen` (`files`)."""
         code = None if self.popen is None else self.popen.poll()
         with open(self.output, "rb") if os.path.exists(self.output) else open(os.devnull, "rb") as output:
             output.seek(offset)
             data = output.read(MAX_READ)
             more = output.read(1)
+        changed, complete = self.files(seen or {})
+        more = more or not complete
         if code is None and self.popen is not None and time.monotonic() - self.noted_at >= DESCENDANTS_SECONDS:
             self._note_descendants()
-        return data, (code if not more else None), (self._sample() if code is None else None)
+        return data, (code if not more else None), (self._sample() if code is None else None), changed
+
+    def files(self, seen: dict[str, tuple[int, int]]) -> tuple[dict[str, tuple[int, bytes, tuple[int, int]]], bool]:
+        """{name: (start, bytes from start, marker)} of each file of the task's run folder whose (size,
+        mtime_ns) is not the marker in `seen` (a file that grows from where the reader is, another whole),
+        and whether that is all of it (at most MAX_READ bytes a read)."""
+        changed, budget = {}, MAX_READ
+        names = sorted(os.listdir(self.run_folder)) if os.path.isdir(self.run_folder) else []
+        for name in names:
+            if budget <= 0:
+                return changed, False
+            path = os.path.join(self.run_folder, name)
+            try:
+                stat = os.stat(path)
+                had = seen.get(name)
+                if had is not None and tuple(had) == (stat.st_size, stat.st_mtime_ns):
+                    continue
+                going_on = had is not None and (grows(name) or had[1] == PARTIAL) and stat.st_size >= had[0]
+                start = had[0] if going_on else 0
+                with open(path, "rb") as handle:
+                    handle.seek(start)
+                    data = handle.read(budget)
+            except OSError:
+                continue
+            whole = start + len(data) >= stat.st_size
+            changed[name] = (start, data, (start + len(data), stat.st_mtime_ns if whole else PARTIAL))
+            budget -= len(data)
+        return changed, all(marker[1] != PARTIAL for _, _, marker in changed.values())
 
     def signal(self, signum: int, group: bool = True) -> None:
         """The task's process group and its descendants that left it; or (`group` False) its own process."""

@@ -48,6 +48,14 @@ SLURM_HEARTBEAT_STALE_ENV = "KWNB_SLURM_HEARTBEAT_STALE"  # seconds; tests short
 STACKS_SIGNAL_NAME = "SIGUSR2"
 
 RUNS_DIR_ENV = "KWNB_RUNS_DIR"
+# What a task writes into the run folder itself, by the start of the file's name: a file that only grows, or one
+# rewritten whole. A backend whose nodes do not share the folder copies these back (backends/ray.py).
+TASK_FILES = {"metrics-": "grows", "stacks-": "grows", "tf-config-": "rewritten"}
+
+
+def grows(name: str) -> bool:
+    """Whether the task file `name` only grows (a copy takes what it has not had), else it is rewritten whole."""
+    return any(name.startswith(start) and how == "grows" for start, how in TASK_FILES.items())
 DESCRIPTION = "run.json"
 HISTORY = "history.json"  # the metric rows and log tails at the end, apart: %kw_runs reads every run.json
 # run.json's "format": 1 (no key) what was launched; 2 adds "result" when the run ends (engine/records/record.py).

@@ -32,6 +32,8 @@ def capture(tasks: list["Task"], native: bool = False) -> dict[int, str]:
     offsets = {}
     for task in tasks:
         path = task.stacks_path
+        if task.alive:
+            task.fetch_files()  # the size before the signal, of a file that may live on another node
         if task.alive and path.exists():
             offsets[task.position] = (task, path, path.stat().st_size)  # before the signal: the dump is what grows after it
     signalled = set()  # one signal per scope, after every offset is read: under Slurm one reaches the whole job
@@ -55,6 +57,8 @@ def _collect(offsets: dict) -> dict[int, str]:
     while offsets.keys() - dumps.keys() and time.monotonic() < deadline:
         time.sleep(0.05)
         for position, (task, path, start) in offsets.items():
+            if position not in dumps:
+                task.fetch_files()
             size = path.stat().st_size if path.exists() else start
             if size > start and size == sizes.get(position):
                 if time.monotonic() - settled_at[position] >= SETTLE_SECONDS:

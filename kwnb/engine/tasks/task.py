@@ -231,6 +231,11 @@ class Task(Named):
         """What one signal to this task reaches: itself, or (a Slurm job) every task of its job."""
         return self._process.signal_scope() if self._process is not None else self
 
+    def fetch_files(self) -> None:
+        """What the task wrote into the run folder, here now (a node that does not share the folder)."""
+        if self._process is not None:
+            self._process.fetch_files()
+
     def signal_own_process(self, signum: int) -> bool:
         """Signal the task's own process, not its children, if it runs; whether it was sent."""
         if not self.alive:

@@ -242,9 +242,11 @@ def test_the_kernel_ending_leaves_nothing_running(cluster, tmp_path):
 
 def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(cluster, tmp_path):
     """Last in this file: the session's cluster has one node fewer after it. Worker 1's node goes as a failed
-    machine does (SIGKILL to everything of that node); the diagnosis names the node and the task it held, and
-    the run's end leaves no task process on the node that is left."""
-    run = launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, args="--sleep 300 --child session", spread=True)
+    machine does (SIGKILL to everything of that node); the diagnosis names the node and the task it held; a
+    restart of that task alone, within the failure's grace, is refused at once (it could only come back at an
+    address its peer does not know); and the run's end leaves no task process on the node that is left."""
+    run = launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, args="--sleep 300 --child session", spread=True,
+                 failure_grace=20)
     try:
         pattern = re.compile(r"worker \d children (\d+)")
         assert wait_for(lambda: all(pattern.search(run.logs(w.position)) for w in run.workers), 120), run.summary()
@@ -254,6 +256,11 @@ def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(clus
         assert wait_for(lambda: any(d.kind == "ray_node_lost" for d in run.diagnoses), 120), run.summary()
         found = next(d for d in run.diagnoses if d.kind == "ray_node_lost")
         assert found.task == 1 and found.message.startswith(f"Ray lost node {lost}, which held worker 1: ")
+        asked = time.monotonic()
+        with pytest.raises(LaunchError, match=rf"^cannot restart worker 1 alone: Ray lost its node {lost}, "):
+            run.restart(1)
+        assert time.monotonic() - asked < 10  # not the 60 s of an actor waiting for a bundle that has no node
+        assert wait_for(lambda: "not restarted: cannot restart worker 1 alone" in run.logs(1), 10), run.logs(1)
         assert run.wait(timeout=120) is not None
     finally:
         run.stop()

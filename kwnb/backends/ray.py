@@ -73,6 +73,7 @@ class RayLauncher(Launcher):
         self.bundles: dict[TaskId, int] = {}  # which bundle of the group holds each task
         self.hosts: dict[TaskId, object] = {}  # each task's live actor
         self.ports: dict[TaskId, int] = {}  # each task's port on its node: a restarted task's new actor holds it again
+        self.nodes: dict[TaskId, str] = {}  # the node in each task's address, which its peers' TF_CONFIG names
         self.tasks: list[RayTask] = []
         self._notes: list[str] = []
         _LAUNCHERS.add(self)
@@ -101,6 +102,7 @@ class RayLauncher(Launcher):
             raise LaunchError(ray_words.actor_failed(error)) from error
         self.hosts = dict(zip(members, hosts))
         self.ports = dict(zip(members, ports))
+        self.nodes = dict(zip(members, nodes))
         self._notes.append(ray_words.placed(members, nodes, self.spread))
         here = [f"{ray.util.get_node_ip_address()}:{free_ports(1)[0]}"] if coordinated else []
         return [f"{node}:{port}" for node, port in zip(nodes, ports)] + here
@@ -142,15 +144,8 @@ class RayLauncher(Launcher):
     # ----- starting them ------------------------------------------------------------------------
     def start(self, launch: TaskLaunch) -> TaskProcess:
         host = self.hosts.get(launch.task)
-        if host is None:  # a restart of one task: a new actor in its bundle, on the same node, holding its port
-            host = self._host(self.bundles[launch.task])
-            port = self.ports[launch.task]
-            try:
-                ray.get(host.reserve.remote(port), timeout=ACTOR_SECONDS)
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as error:
-                ray.kill(host)
-                raise LaunchError(f"could not restart {launch.task}: {ray_words.actor_failed(error)}") from error
-            self.hosts[launch.task] = host
+        if host is None:
+            host = self.hosts[launch.task] = self._rehost(launch.task)
         script = Path(launch.script)
         files = {path.name: path.read_bytes() for path in [script, *_helpers(launch)] if path.is_file()}
         env = {key: value for key, value in launch.env.items() if os.environ.get(key) != value}  # kwnb's and the user's
@@ -163,6 +158,21 @@ class RayLauncher(Launcher):
         task = RayTask(self, launch, host, pid, node)
         self.tasks.append(task)
         return task
+
+    def _rehost(self, task: TaskId):
+        """A restart of one task: a new actor in its bundle, on the node its address names, holding its port.
+        Where Ray lost that node, the bundle would wait for room elsewhere (or get it, at an address none of
+        the peers knows): refused at once, as only a restart of the whole run places every task afresh."""
+        node = self.nodes[task]
+        if not any(alive.get("Alive") and alive.get("NodeManagerAddress") == node for alive in ray.nodes()):
+            raise LaunchError(ray_words.node_gone(task, node))
+        host = self._host(self.bundles[task])
+        try:
+            ray.get(host.reserve.remote(self.ports[task]), timeout=ACTOR_SECONDS)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as error:
+            ray.kill(host)
+            raise LaunchError(f"could not restart {task}: {ray_words.actor_failed(error)}") from error
+        return host
 
     def forget(self, task: "RayTask") -> None:
         """The task is over and its actor gone: the bundle is free for a restart's new actor."""

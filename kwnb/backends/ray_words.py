@@ -68,6 +68,11 @@ def actor_failed(error: BaseException) -> str:
     return f"Ray could not start the actor that hosts a task: {_first_line(error)}"
 
 
+def node_gone(task: TaskId, node: str) -> str:
+    return (f"cannot restart {task} alone: Ray lost its node {node}, the address its peers' TF_CONFIG names; "
+            f"launch the run again, which places every task afresh")
+
+
 def placed(tasks: list[TaskId], nodes: list[str], spread: bool) -> str:
     where: dict[str, list[str]] = {}
     for task, node in zip(tasks, nodes):

@@ -33,6 +33,9 @@ def restart(engine: RunEngine, chosen: Task) -> None:
         except OSError as error:  # e.g. EAGAIN from fork: the task stays ended, the run goes on
             engine.log.error("could not restart %s", chosen.id, exc_info=error)
             raise LaunchError(f"could not restart {chosen.id}: {error}") from error
+        except LaunchError as error:  # the backend's one line, also in the log under the separator
+            log_separator(chosen, f"not restarted: {error}")
+            raise
         with engine.state_lock:
             chosen.restarts += 1
             engine.user_restarts += 1  # not the failure policy's: --max-restarts does not count these

@@ -19,7 +19,7 @@ from kwnb.engine.live.run import Run
 from kwnb.export import export_run, job
 from kwnb.machine import task_env
 from kwnb.task import jax_task, k8s_entry
-from k8s_job_checks import check_manifest, engine_environment, lay_out_pod, run_pod
+from k8s_job_checks import by_kind, check_manifest, engine_environment, lay_out_pod, problems, run_pod
 import slurm_netns
 
 CORPUS = Path(__file__).parent / "corpus" / "mistakes"
@@ -92,6 +92,17 @@ def test_no_files_ships_the_jax_entry_point_too(tmp_path, fresh_registry):
     objects = check_manifest(exported.yaml, run_dir)
     assert sorted(objects["ConfigMap"]["data"]) == sorted({**job.ENTRY_FILES, **job.JAX_ENTRY_FILES})
     assert any("jax_task.py" in note and "KERAS_DISTRIBUTION_*" in note for note in exported.notes)
+
+
+def test_the_checks_refuse_a_manifest_that_sets_a_pods_own_variable(tmp_path, fresh_registry):
+    run_dir = jax_run(tmp_path, SHOW_ENV)
+    objects = export_run(run_dir, to="job", image="img:1").objects
+    description = json.loads((run_dir / "run.json").read_text())
+    assert problems(objects, description) == []
+    [container] = by_kind(objects)["Job"]["spec"]["template"]["spec"]["containers"]
+    container["env"].append({"name": jax_task.PROCESS_ID_ENV, "value": "0"})  # every pod would be process 0
+    assert f"{jax_task.PROCESS_ID_ENV} is set in the manifest: the entry point must build it per pod" in \
+        problems(objects, description)
 
 
 # ----- two pods, each in a network namespace of its own, train together -----------------------------------

@@ -36,7 +36,8 @@ def jax_run(folder: Path, script: str, files: dict[str, str] | None = None) -> P
 
 
 @pytest.fixture
-def fresh_registry(monkeypatch):
+def fresh_registry(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a run's files are found, as in a notebook's folder
     monkeypatch.setattr(registry, "_RUNS", [])  # a run named main another test of this process launched is not it
 
 

@@ -37,13 +37,13 @@ def jax_run(folder: Path, script: str, files: dict[str, str] | None = None) -> P
 
 
 @pytest.fixture
-def fresh_registry(tmp_path, monkeypatch):
+def in_tmp_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where a run's files are found, as in a notebook's folder
     monkeypatch.setattr(registry, "_RUNS", [])  # a run named main another test of this process launched is not it
 
 
 @pytest.mark.parametrize("gpus_per_pod", [0, 1])
-def test_each_pod_gets_what_the_engine_gives_that_jax_task(tmp_path, fresh_registry, gpus_per_pod):
+def test_each_pod_gets_what_the_engine_gives_that_jax_task(tmp_path, in_tmp_folder, gpus_per_pod):
     run_dir = jax_run(tmp_path, SHOW_ENV)
     exported = export_run(run_dir, to="job", image="registry.example/keras-jax:3", gpus_per_pod=gpus_per_pod)
     objects = check_manifest(exported.yaml, run_dir)  # the schemas of 1.26 and 1.37, and what they cannot say
@@ -72,14 +72,14 @@ def test_each_pod_gets_what_the_engine_gives_that_jax_task(tmp_path, fresh_regis
         assert f"kwnb: this pod is worker {index} of 2 at main-{index}.main, " in result.stderr
 
 
-def test_the_tfjob_refuses_a_jax_run_in_one_line_naming_the_job(tmp_path, fresh_registry):
+def test_the_tfjob_refuses_a_jax_run_in_one_line_naming_the_job(tmp_path, in_tmp_folder):
     run_dir = jax_run(tmp_path, SHOW_ENV)
     with pytest.raises(ValueError, match="a TFJob cannot run a --framework jax run") as error:
         export_run(run_dir, to="tfjob", image="img:1")
     assert "--to job" in str(error.value) and "\n" not in str(error.value)
 
 
-def test_a_jax_pod_says_which_variables_it_cannot_build(tmp_path, fresh_registry):
+def test_a_jax_pod_says_which_variables_it_cannot_build(tmp_path, in_tmp_folder):
     run_dir = jax_run(tmp_path, SHOW_ENV)
     objects = check_manifest(export_run(run_dir, to="job", image="img:1").yaml, run_dir)
     result = run_pod(objects, 0, tmp_path / "pod", JOB_COMPLETION_INDEX="2")
@@ -88,7 +88,7 @@ def test_a_jax_pod_says_which_variables_it_cannot_build(tmp_path, fresh_registry
                             "job has 2 tasks\n"
 
 
-def test_no_files_ships_the_jax_entry_point_too(tmp_path, fresh_registry):
+def test_no_files_ships_the_jax_entry_point_too(tmp_path, in_tmp_folder):
     run_dir = jax_run(tmp_path, SHOW_ENV)
     exported = export_run(run_dir, to="job", image="img:1", files=False)
     objects = check_manifest(exported.yaml, run_dir)
@@ -96,7 +96,7 @@ def test_no_files_ships_the_jax_entry_point_too(tmp_path, fresh_registry):
     assert any("jax_task.py" in note and "KERAS_DISTRIBUTION_*" in note for note in exported.notes)
 
 
-def test_the_checks_refuse_a_manifest_that_sets_a_pods_own_variable(tmp_path, fresh_registry):
+def test_the_checks_refuse_a_manifest_that_sets_a_pods_own_variable(tmp_path, in_tmp_folder):
     run_dir = jax_run(tmp_path, SHOW_ENV)
     objects = export_run(run_dir, to="job", image="img:1").objects
     description = json.loads((run_dir / "run.json").read_text())
@@ -147,7 +147,7 @@ def epoch_losses(output: str) -> list[str]:
 
 @needs_jax
 @pytest.mark.slow
-def test_two_pods_in_their_own_networks_train_together(tmp_path, fresh_registry):
+def test_two_pods_in_their_own_networks_train_together(tmp_path, in_tmp_folder):
     try:
         slurm_netns.check()
         missing = [tool for tool in ("unshare", "mount", "hostname") if not shutil.which(tool)]

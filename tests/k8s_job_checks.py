@@ -13,6 +13,7 @@ import jsonschema
 import yaml
 
 from kwnb.engine.live import cluster
+from kwnb.machine import task_env
 from openapi_formats import FORMATS
 
 DATA = Path(__file__).parent / "data" / "k8s"
@@ -83,8 +84,8 @@ def _container_problems(pod: dict, svc: dict, files: dict) -> list[str]:
     found = []
     [container] = pod["containers"]
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
-    if "TF_CONFIG" in env:
-        found.append("TF_CONFIG is set in the manifest: the entry point must build it per pod")
+    found += [f"{name} is set in the manifest: the entry point must build it per pod"
+              for name in task_env.CLUSTER_VARIABLES if name in env]
     ports = {p["port"]: p.get("targetPort") for p in svc["spec"].get("ports", [])}
     container_ports = {p["containerPort"] for p in container.get("ports", [])}
     if not ports or any(target not in container_ports for target in ports.values()):
@@ -158,3 +159,12 @@ def engine_tf_config(objects: dict[str, dict], description: dict, index: int) ->
     port = objects["Service"]["spec"]["ports"][0]["port"]
     spec = cluster.cluster_spec(tasks, [f"{name}-{i}.{service}:{port}" for i in range(len(tasks))])
     return cluster.tf_config(spec, tasks[index])
+
+
+def engine_environment(objects: dict[str, dict], description: dict, index: int, gpus: bool) -> dict[str, str]:
+    """What kwnb's one builder (machine/task_env.py) gives the task at `index` of the run, with nothing inherited,
+    for the pods' DNS names (engine_tf_config: where the engine would place its tasks, the config it makes each
+    framework's variables from); gpus: as under --gpus."""
+    facts = task_env.TaskFacts(gpus=gpus, config=engine_tf_config(objects, description, index),
+                               framework=task_env.framework_named(description["framework"]))
+    return task_env.task_environment(facts, description["env"], session={})

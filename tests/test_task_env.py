@@ -189,13 +189,23 @@ def test_the_pods_of_a_tfjob_get_the_same_less_the_entry_points(exported_run):
         {"name": "API_TOKEN", "value": "s3cr3t"}]
 
 
-def test_a_jax_run_is_not_exported_to_pods_that_would_get_tf_config(tmp_path, monkeypatch):
+def test_the_pods_of_a_jax_runs_job_get_keras_on_jax_and_no_tf_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "main.py").write_text("print('hi')\n")
-    run_dir = Run("main.py", 2, runs_dir=tmp_path / "runs", framework="jax").dir
-    for target in ("job", "tfjob"):
-        with pytest.raises(kwnb.KwnbError, match="cannot export a --framework jax run"):
-            export_run(run_dir, to=target, image="img:1")
+    run_dir = Run("main.py", 2, runs_dir=tmp_path / "runs", framework="jax",
+                  env={"KERAS_DISTRIBUTION_PROCESS_ID": "7", "DATA": "x"}).dir
+    entry = [{"name": "KWNB_K8S_TASKS", "value": "worker:0,worker:1"}, {"name": "KWNB_K8S_JOB", "value": "main"},
+             {"name": "KWNB_K8S_SERVICE", "value": "main"}, {"name": "KWNB_K8S_PORT", "value": "2222"}]
+    for gpus_per_pod, by_gpus in ((0, {"name": "JAX_PLATFORMS", "value": "cpu"}),
+                                  (1, {"name": "XLA_PYTHON_CLIENT_PREALLOCATE", "value": "false"})):
+        exported = export_run(run_dir, to="job", image="img:1", gpus_per_pod=gpus_per_pod)
+        job = next(o for o in exported.objects if o["kind"] == "Job")
+        assert job["spec"]["template"]["spec"]["containers"][0]["env"] == [
+            {"name": "KERAS_BACKEND", "value": "jax"}, by_gpus, {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": "DATA", "value": "x"}, *entry]
+        assert any("left out the run's KERAS_DISTRIBUTION_PROCESS_ID" in note for note in exported.notes)
+    with pytest.raises(kwnb.KwnbError, match="a TFJob cannot run a --framework jax run: .* --to job"):
+        export_run(run_dir, to="tfjob", image="img:1")
 
 
 def test_the_doctor_imports_with_a_tasks_environment(monkeypatch):

@@ -27,7 +27,8 @@ EXPORT_ARGUMENTS: list[tuple[tuple, dict]] = [
                      help="what to write: tfjob (a Kubeflow TFJob, plus a ConfigMap with the job's files) or job (a "
                           "plain Indexed Job and a headless Service, no operator needed, plus the ConfigMap)")),
     (("--image",), dict(default=None, metavar="IMAGE",
-                        help="container image with Python, TensorFlow and tf-keras of the same version (required)")),
+                        help="container image with Python, TensorFlow and tf-keras of the same version; for a "
+                             "--framework jax run jax and keras 3 (required)")),
     (("--job-name",), dict(default=None, metavar="NAME", help="the TFJob's or Job's name (default: from the run's name)")),
     (("--namespace",), dict(default=None, metavar="NS", help="Kubernetes namespace (default: kubectl's current one)")),
     (("--restart-policy",), dict(choices=job.RESTART_POLICIES, default="OnFailure",  # tfjob's too
@@ -93,7 +94,5 @@ def export_run(run_dir: str | os.PathLike, to: str = "tfjob", **options) -> Expo
         raise OptionError(f"cannot export to {to!r}: only {', '.join(TARGETS)}")
     kind, build, header = _TARGETS[to]
     run = read_description(run_dir)
-    if run.framework != "tensorflow":  # the pods' entry point builds TF_CONFIG (task/k8s_entry.py), nothing else
-        raise OptionError(f"cannot export a --framework {run.framework} run: the exports give pods TF_CONFIG only")
     name, objects, notes = build(run, **options)
     return Export(run, name, objects, notes, header(run, name), kind)

@@ -14,7 +14,8 @@ import yaml
 
 from ..errors import OptionError
 from ..machine.sizes import format_size
-from ..machine.task_env import CLUSTER_VARIABLES, pod_environment
+from ..machine.task_env import (CLUSTER_VARIABLES, FRAMEWORK_NAMES, JAX, TENSORFLOW, Framework, framework_named,
+                                pod_environment)
 from ..task.runfolder import RunDescription
 
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server refuses a ConfigMap whose data add up to more
@@ -22,6 +23,13 @@ DEFAULT_WORKDIR = "/kwnb/job"
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+# What the image must hold for a run of each --framework: (in words, the packages whose versions here it names).
+# JAX: its CPU collectives (gloo) are on by default from jax 0.5.1, and keras.distribution.initialize() reads the
+# KERAS_DISTRIBUTION_* variables from Keras 3.8 (pyproject.toml's jax extra).
+IMAGE_NEEDS = {TENSORFLOW.name: ("Python, TensorFlow and tf-keras of the same minor version",
+                                 ("tensorflow", "tf-keras")),
+               JAX.name: ("Python, jax 0.5.1 or newer and keras 3.8 or newer, and TensorFlow only if the script "
+                          "imports it (e.g. for tf.data)", ("jax", "keras"))}
 QUANTITY = re.compile(r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?")
 
 
@@ -50,10 +58,17 @@ def check_workdir(workdir: str) -> str:
     return workdir.rstrip("/")
 
 
-def environment(run: RunDescription, who_sets_cluster: str) -> tuple[dict[str, str], list[str]]:
-    """The container's environment (kwnb's variables for every pod, then the run's own: machine/task_env.py)
-    and what to tell the user about it."""
-    env, notes = pod_environment(run.env), []
+def run_framework(run: RunDescription) -> Framework:
+    if run.framework not in FRAMEWORK_NAMES:
+        raise OptionError(f"{run.dir} is a --framework {run.framework} run, which this kwnb does not know "
+                          f"(only {', '.join(FRAMEWORK_NAMES)})")
+    return framework_named(run.framework)
+
+
+def environment(run: RunDescription, who_sets_cluster: str, gpus_per_pod: int = 0) -> tuple[dict[str, str], list[str]]:
+    """The container's environment (kwnb's variables for every pod of the run's framework, then the run's own:
+    machine/task_env.py) and what to tell the user about it."""
+    env, notes = pod_environment(run.env, run_framework(run), gpus=gpus_per_pod > 0), []
     notes += [f"left out the run's {name}: {who_sets_cluster} gives each pod its own"
               for name in run.env if name in CLUSTER_VARIABLES]
     kept = [name for name in run.env if name not in CLUSTER_VARIABLES]
@@ -76,24 +91,31 @@ def mount_files(container: dict, pod_spec: dict, files: dict, workdir: str, plac
         {"name": "job-files", "configMap": {"name": files["metadata"]["name"]}}]
 
 
-def check_image(image: str | None) -> None:
+def check_image(image: str | None, framework: str = TENSORFLOW.name) -> None:
     if image and not any(c.isspace() for c in image):
         return
-    versions = local_versions()
+    needs, packages = IMAGE_NEEDS[framework]
+    versions = local_versions(packages)
+    problem = "--image is required" if not image else f"--image must be an image reference, not {image!r}"
+    if framework == JAX.name:
+        pins = (" ".join(f"{package}=={version}" for package, version in zip(packages, versions)) + " (as here)"
+                if versions else " ".join(packages))
+        raise OptionError(f"{problem}: an image with {needs}, e.g. one built FROM python:3.12-slim that runs pip "
+                         f"install {pins} and whatever else the script imports; push it and pass --image "
+                         f"REGISTRY/NAME:TAG")
     pins = (f"tensorflow=={versions[0]} and tf-keras=={versions[1]}, as here" if versions
             else "tensorflow==2.21.* and tf-keras==2.21.*")
-    problem = "--image is required" if not image else f"--image must be an image reference, not {image!r}"
-    raise OptionError(f"{problem}: an image with Python, TensorFlow and tf-keras of the same minor version "
+    raise OptionError(f"{problem}: an image with {needs} "
                      f"(e.g. {pins}), plus whatever the script imports. No public image pins both: build one "
                      f"that runs pip install -r binder/requirements.txt in a copy of the kwnb repository (that "
                      f"installs kwnb too), push it, and pass --image REGISTRY/NAME:TAG")
 
 
-def local_versions() -> tuple[str, str] | None:
+def local_versions(packages: tuple[str, ...]) -> tuple[str, ...] | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("tensorflow"), version("tf-keras")
+        return tuple(version(package) for package in packages)
     except PackageNotFoundError:
         return None
 

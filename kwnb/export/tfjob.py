@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 from ..errors import OptionError
+from ..machine.task_env import TENSORFLOW
 from ..task.runfolder import RunDescription
 from .kubernetes import check_image, check_namespace, check_workdir, configmap, container_command, derive_name, environment, mount_files, resources
 
@@ -30,6 +31,10 @@ def tfjob(run: RunDescription, *, image: str | None, job_name: str | None = None
           workdir: str = "/kwnb/job", files: bool = True, cpu: str | None = None, memory: str | None = None,
           gpus_per_pod: int = 0) -> tuple[str, list[dict], list[str]]:
     """The TFJob's name, its objects (the TFJob, and the ConfigMap unless files=False) and notes for the user."""
+    if run.framework != TENSORFLOW.name:
+        raise OptionError(f"a TFJob cannot run a --framework {run.framework} run: its operator gives pods TF_CONFIG "
+                          f"only; export it with --to job, whose entry point gives each pod what a --framework "
+                          f"{run.framework} task gets")
     check_image(image)
     name = _job_name(job_name, run.name, run.counts)
     check_namespace(namespace)
@@ -38,7 +43,7 @@ def tfjob(run: RunDescription, *, image: str | None, job_name: str | None = None
     if backoff_limit < 0:
         raise OptionError(f"--backoff-limit must be 0 or more, not {backoff_limit}")
     workdir = check_workdir(workdir)
-    env, notes = environment(run, "the training operator")
+    env, notes = environment(run, "the training operator", gpus_per_pod)
     if "ps" in run.counts and "chief" not in run.counts:
         notes.append("this run has ps tasks: under ParameterServerStrategy its coordinator was the notebook, "
                      "which the manifest lacks; add a Chief replica that runs the coordinator code")

@@ -118,7 +118,7 @@ TENSORFLOW = Framework("tensorflow", (
 
 
 # Keras 3 on JAX (keras/src/backend/jax/distribution_lib.py: initialize): the cluster's variables are defined once,
-# in task/jax_task.py, for the engine and for a Slurm task alike.
+# in task/jax_task.py, for the engine, a Slurm task and a Job's pod alike.
 def _jax_cluster(name: str) -> Value:
     def value(facts: TaskFacts, env) -> str | None:
         workers = facts.config.get("cluster", {}).get("worker", []) if facts.config else []
@@ -130,14 +130,18 @@ def _gpus_or(without: str | None, with_gpus: str | None) -> Value:
     return lambda facts, env: with_gpus if facts.gpus else without
 
 
-JAX_SET_BY = "kwnb where it placed the tasks; on a Slurm node task/slurm_env.py (where KERAS_BACKEND=jax)"
+JAX_SET_BY = ("kwnb where it placed the tasks; on a Slurm node task/slurm_env.py, in a Job's pod task/k8s_entry.py "
+              "(where KERAS_BACKEND=jax)")
+JAX_DEFAULTS_SET_BY = "kwnb, for every task it starts and every pod, by whether it has GPUs"
 JAX = Framework("jax", (
     Variable(BACKEND_ENV, Step.DEFAULT, _always("jax"), "Keras 3 runs on JAX, whose distribution API spans "
              "processes", set_by="kwnb, for every task and pod", in_pods=True),
-    Variable("JAX_PLATFORMS", Step.DEFAULT, _gpus_or("cpu", None), "without --gpus the CPU only: JAX would look "
-             "for GPUs and TPUs first, and say so at length"),
+    Variable("JAX_PLATFORMS", Step.DEFAULT, _gpus_or("cpu", None), "without --gpus (a pod: --gpus-per-pod) the CPU "
+             "only: JAX would look for GPUs and TPUs first, and say so at length", set_by=JAX_DEFAULTS_SET_BY,
+             in_pods=True),
     Variable("XLA_PYTHON_CLIENT_PREALLOCATE", Step.DEFAULT, _gpus_or(None, "false"),
-             "with --gpus a task takes GPU memory as it needs it, not 75 % of it at start"),
+             "with --gpus (a pod: --gpus-per-pod) a task takes GPU memory as it needs it, not 75 % of it at start",
+             set_by=JAX_DEFAULTS_SET_BY, in_pods=True),
     Variable(JOB_ADDRESSES_ENV, Step.CLUSTER, _jax_cluster(JOB_ADDRESSES_ENV),
              "the coordinator: task 0, on a free port kwnb chose for this run", set_by=JAX_SET_BY, keyed=False),
     Variable(NUM_PROCESSES_ENV, Step.CLUSTER, _jax_cluster(NUM_PROCESSES_ENV), "how many processes join",
@@ -145,7 +149,8 @@ JAX = Framework("jax", (
     Variable(PROCESS_ID_ENV, Step.CLUSTER, _jax_cluster(PROCESS_ID_ENV), "this task's place among them (0: the "
              "coordinator)", set_by=JAX_SET_BY, keyed=False, per_task=True),
     Variable(BIND_ENV, Step.CLUSTER, _jax_cluster(BIND_ENV), "the coordinator listens on the run's network only, "
-             "not on every interface", set_by=JAX_SET_BY, keyed=False),
+             "not on every interface (a pod's are its own network: there on every one, task/k8s_entry.py)",
+             set_by=JAX_SET_BY, keyed=False),
 ), gpus_per_task=1)
 
 
@@ -267,10 +272,11 @@ def temp_variables(env: Mapping[str, str]) -> dict[str, str]:
     return added(env, TaskFacts(), (Step.TEMP,))
 
 
-def pod_environment(user: Mapping[str, str], framework: Framework | None = None) -> dict[str, str]:
+def pod_environment(user: Mapping[str, str], framework: Framework | None = None,
+                    gpus: bool = False) -> dict[str, str]:
     """A pod's (it inherits nothing): kwnb's variables for every pod, then the user's, less the cluster's,
-    which each pod gets where it runs."""
-    facts = TaskFacts(framework=framework)
+    which each pod gets where it runs; gpus: the pod has GPUs, as a task under --gpus."""
+    facts = TaskFacts(gpus=gpus, framework=framework)
     env = {v.name: value for v in rows(framework) if v.in_pods if (value := v.value(facts, {})) is not None}
     env.update({name: value for name, value in user.items() if name not in CLUSTER_VARIABLES})
     return env

@@ -38,6 +38,13 @@ def in_a_jax_run() -> bool:
     return bool(os.environ.get(JOB_ADDRESSES_ENV))
 
 
+def keras_on_jax(environ) -> bool:
+    """A task of a JAX run before its cluster variables are made: every task and pod of one gets KERAS_BACKEND=jax
+    (machine/task_env.py), from which a Slurm task (task/slurm_env.py) and a Job's pod (task/k8s_entry.py) make
+    keras.distribution's variables where a TensorFlow task makes TF_CONFIG."""
+    return environ.get(BACKEND_ENV) == "jax"
+
+
 def prepare(excepthook) -> None:
     """Show jax.distributed's joins and let an uncaught exception end the process (`excepthook` prints it)."""
     handler = logging.StreamHandler(sys.stderr)

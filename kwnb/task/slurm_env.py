@@ -108,7 +108,7 @@ def enter(environ=os.environ) -> None:
     mine = task_addresses[procid].rpartition(":")[0]
     if node and node != mine:
         raise RuntimeError(f"kwnb expected task {procid} on {mine} (block distribution) but Slurm put it on {node}")
-    if environ.get(jax_task.BACKEND_ENV) == "jax":  # a --framework jax run's (machine/task_env.py): no TF_CONFIG
+    if jax_task.keras_on_jax(environ):  # a --framework jax run's: no TF_CONFIG
         environ.update(jax_task.cluster_variables(config["cluster"]["worker"], procid))
     else:
         environ["TF_CONFIG"] = json.dumps(config)

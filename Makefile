@@ -18,8 +18,10 @@ PYTHON_COLAB ?= $(shell for p in $$(command -v python3.13) $${PYENV_ROOT:-$$HOME
 	$$p -c 'import venv' 2>/dev/null && echo $$p && break; done)
 COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.kwnb-installed
+COLAB_WIDGETS8_VENV := .venv-colab-widgets8
+COLAB_WIDGETS8_STAMP := $(COLAB_WIDGETS8_VENV)/.kwnb-installed
 
-.PHONY: setup colab-env system-deps demo test test-fast bench clean
+.PHONY: setup colab-env colab-widgets8-env system-deps demo test test-fast bench clean
 
 # The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes.
 $(SETUP_STAMP): pyproject.toml
@@ -51,6 +53,24 @@ $(COLAB_STAMP): pyproject.toml constraints/colab.txt
 		&& touch $(COLAB_STAMP) || echo "colab-env: the install failed, so the Colab environment's tests skip"; fi
 
 colab-env: $(COLAB_STAMP)
+
+# Colab's runtime with ipywidgets 8 in place of its 7.7.1, for ipykernel 6.17 in JupyterLab 4
+# (tests/test_jupyterlab_ui.py): JupyterLab 4's widget manager draws ipywidgets 8's widgets only (an ipywidgets 7
+# kernel asks for @jupyter-widgets/controls ^1.5.0, it has 2.0.0). A venv over .venv-colab's packages (a .pth
+# adds its site-packages after the venv's own) where pip installs ipywidgets 8 and what it lacks, everything
+# else held by constraints/colab.txt; pip leaves .venv-colab as it is ("outside environment"). Seconds and a
+# few MB (docs/testing.md); without .venv-colab, one line says the test with that kernel skips.
+$(COLAB_WIDGETS8_STAMP): $(COLAB_STAMP) constraints/colab.txt
+	@if [ ! -e $(COLAB_STAMP) ]; then echo "colab-widgets8-env: no $(COLAB_VENV), so JupyterLab's test with ipykernel 6.17 skips"; \
+	else rm -rf $(COLAB_WIDGETS8_VENV) && $(COLAB_VENV)/bin/python -m venv --without-pip $(COLAB_WIDGETS8_VENV) \
+		&& colab=$$($(COLAB_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+		&& own=$$($(COLAB_WIDGETS8_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+		&& echo "import site; site.addsitedir('$$colab')" > $$own/colab.pth \
+		&& grep -v '^ipywidgets==' constraints/colab.txt > $(COLAB_WIDGETS8_VENV)/constraints.txt \
+		&& $(COLAB_WIDGETS8_VENV)/bin/python -m pip install --quiet -c $(COLAB_WIDGETS8_VENV)/constraints.txt "ipywidgets>=8,<9" \
+		&& touch $(COLAB_WIDGETS8_STAMP) || echo "colab-widgets8-env: the install failed, so JupyterLab's test with ipykernel 6.17 skips"; fi
+
+colab-widgets8-env: $(COLAB_WIDGETS8_STAMP)
 
 # $(call apt_install,PACKAGES,APT-GET OPTIONS,TESTS THAT NEED THEM): installs those of PACKAGES dpkg does
 # not list as installed, as root or through passwordless sudo, trying first without `apt-get update` (the
@@ -92,7 +112,7 @@ demo: setup
 # on processes it started, so two at once on 2 cores gain time (docs/testing.md); PARALLEL=0 runs one at a time.
 PARALLEL ?= 2
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
-test: system-deps setup colab-env
+test: system-deps setup colab-env colab-widgets8-env
 	$(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
@@ -105,4 +125,4 @@ bench: setup
 
 # Back to a fresh clone (the venv, run folders, build output); installed Debian packages stay.
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) .kwnb build *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) $(COLAB_WIDGETS8_VENV) .kwnb build *.egg-info

@@ -77,6 +77,7 @@ LONGEST_FIRST = (
     "notebooks/06_break_it.ipynb",  # 254: one real run per mistake
     "tests/test_corpus.py",  # 333: every entry a real run, 4 at a time
     "tests/test_warm.py",  # 209
+    "tests/test_jupyterlab_ui.py",  # 193 alone (load 4.5-8): a browser session per kernel, ipykernel 7 and 6.17
     "tests/test_training_faults.py",  # 135
     "notebooks/02_custom_training_loop.ipynb",  # 135
     "tests/test_tensorboard_run.py",  # 135

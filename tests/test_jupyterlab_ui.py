@@ -1,6 +1,10 @@
 """The dashboard as a person sees it: JupyterLab in headless Chromium, a real 2-worker run.
 
-One scenario (module fixture `ui`), several checks on what it recorded. JupyterLab runs on
+One scenario (module fixture `ui`), several checks on what it recorded, once with each kernel: the
+main venv's (ipykernel 7, IPython 9, ipywidgets 8) and ipykernel 6.17's (Colab's runtime, Python 3.13
+and IPython 7.34, with ipywidgets 8 in place of its 7.7.1: JupyterLab 4's widget manager draws
+ipywidgets 8's widgets only), from a kernel spec in the server's own data folder. The second skips,
+saying why, where `make colab-env` or `make colab-widgets8-env` has not built its venv. JupyterLab runs on
 127.0.0.1 with a token and its own settings (no news, no update check); Playwright drives
 Debian's /usr/bin/chromium. While the workers train, the fixture reads the dashboard from the
 DOM about three times a second, so the checks see it live, not only its final state. The
@@ -11,12 +15,15 @@ and docs/ use are copied to docs/images/ too.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from pathlib import Path
 
 import pytest
 
-from ui_support.dashboard_page import (Frontend, check_dashboard_shown_once, check_late_worker_shown_waiting,
+from colab_support import colab_widgets8_python, kernel_spec
+from ui_support.dashboard_page import (REPO, Frontend, check_dashboard_shown_once, check_late_worker_shown_waiting,
                                        check_overview_rows,
                                        check_runtime_lines_folded, check_timeline_drawn, during_run, record_session,
                                        toggle_text)
@@ -43,9 +50,27 @@ JUPYTERLAB = Frontend(server=jupyterlab, path="lab/tree/ui.ipynb", wait_idle=wai
                       docs=True, after_open=fold_file_browser)
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    return record_session(JUPYTERLAB, tmp_path_factory.mktemp("lab"))
+def with_ipykernel6() -> Frontend:
+    """JupyterLab of the main venv, the notebook's kernel ipykernel 6.17 of Colab's runtime with ipywidgets 8."""
+    spec = kernel_spec(colab_widgets8_python(), "Python 3.13 (ipykernel 6.17)", PYTHONPATH=str(REPO))  # this kwnb
+    return dataclasses.replace(JUPYTERLAB, server=functools.partial(jupyterlab, kernels={"ipykernel6": spec}),
+                               kernel="ipykernel6", prefix="lab-ipykernel6-", page_name="lab-ipykernel6", docs=False)
+
+
+# The versions each kernel says it imported (prefixes): ipykernel, ipywidgets, IPython.
+KERNELS = {"ipykernel7": ("7.", "8.", ""), "ipykernel6.17": ("6.17.", "8.", "7.34.")}
+
+
+@pytest.fixture(scope="module", params=list(KERNELS))
+def ui(request, tmp_path_factory):
+    frontend = JUPYTERLAB if request.param == "ipykernel7" else with_ipykernel6()
+    return {**record_session(frontend, tmp_path_factory.mktemp("lab")), "kernel": request.param}
+
+
+def test_the_kernel_is_the_one_asked_for_and_imports_this_checkouts_kwnb(ui):
+    where, *versions = ui["kernel_says"].split()
+    assert where == str(REPO / "kwnb" / "__init__.py"), ui["kernel_says"]
+    assert all(v.startswith(p) for v, p in zip(versions, KERNELS[ui["kernel"]], strict=True)), ui["kernel_says"]
 
 
 def test_a_tab_per_worker(ui):

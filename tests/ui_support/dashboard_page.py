@@ -9,6 +9,7 @@ What is read is ui_support/page_probes.py's; the checks are ui_support/dashboard
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -56,8 +57,9 @@ with strategy.scope():
 model.fit(dataset, epochs=4, steps_per_epoch=200, verbose=1)
 print("DONE")
 """
-CELLS = [
-    "%load_ext kwnb",
+CELLS = [  # the first also says which kwnb, ipykernel, ipywidgets and IPython the kernel imported
+    "%load_ext kwnb\nimport IPython, ipykernel, ipywidgets, kwnb\n"
+    "print(kwnb.__file__, ipykernel.__version__, ipywidgets.__version__, IPython.__version__)",
     "%%kw_worker main.py -n 2\n" + FIT,
     "import time, kwnb\nrun = kwnb.get_run('main')\n"
     "print(f'kernel answered at {time.strftime(\"%H:%M:%S\")}: run {run.status}, {run.elapsed:.1f} s in')",
@@ -74,6 +76,7 @@ class Frontend:
     page_name: str = "lab"  # whole-page screenshots are PAGE_NAME-light.png, PAGE_NAME-dark.png
     docs: bool = False  # README.md's and docs/' images come from this page (copied with KWNB_UPDATE_DOCS_IMAGES=1)
     after_open: Callable | None = None  # (page) -> None, e.g. fold a side panel away
+    kernel: str = "python3"  # the notebook's kernel spec, by name
 
 
 def menu(page, top: str, item: str) -> None:
@@ -103,9 +106,9 @@ def shot(target, name: str, docs: str | None = None) -> Path:
     return path
 
 
-def write_notebook(path: Path) -> None:
+def write_notebook(path: Path, kernel: str = "python3") -> None:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    notebook.metadata["kernelspec"] = {"name": kernel, "display_name": "Python 3 (ipykernel)", "language": "python"}
     nbformat.write(notebook, path)
 
 
@@ -138,13 +141,15 @@ def record_session(frontend: Frontend, base: Path) -> dict:
     record = {"snapshots": [], "screenshots": {}, "timings": {}}
     started = time.monotonic()
     try:
-        with page_on(frontend, base, write_notebook) as (lab, page, root):
+        notebook = functools.partial(write_notebook, kernel=frontend.kernel)
+        with page_on(frontend, base, notebook) as (lab, page, root):
             page.goto(lab.url(frontend.path))
             frontend.wait_idle(page)
             if frontend.after_open:
                 frontend.after_open(page)
             record["timings"]["idle"] = time.monotonic() - started
             watch_training(page, frontend, record, started)
+            record["kernel_says"] = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea").inner_text()
             light_theme_end(page, frontend, record)
             record["saved"] = saved_run_output(page, root / "ui.ipynb")
             dark_theme_reopened(lab, page, frontend, record)

@@ -2,7 +2,8 @@
 
 Nothing of the user's ~/.jupyter or ~/.local/share/jupyter/lab settings is read, nothing is
 fetched from outside (no news, no update check, no extension listing), and the server, its
-kernels and their kwnb workers end with the context manager.
+kernels and their kwnb workers end with the context manager. A test's own kernel specs go in the
+server's own data folder (JUPYTER_PATH), never the user's.
 """
 from __future__ import annotations
 
@@ -65,9 +66,10 @@ class Lab:
 APPS = {"jupyterlab": ("LabApp", "jupyter lab"), "notebook": ("JupyterNotebookApp", "jupyter notebook")}
 
 
-def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
-    """Start `jupyter lab` serving `root`; yield a Lab once its REST API answers."""
-    return jupyter_server("jupyterlab", root, home, theme, timeout)
+def jupyterlab(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0, kernels: dict | None = None):
+    """Start `jupyter lab` serving `root`, with `kernels` (name: kernel.json) beside the venv's; yield a Lab once
+    its REST API answers."""
+    return jupyter_server("jupyterlab", root, home, theme, timeout, kernels)
 
 
 def notebook7(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
@@ -76,12 +78,16 @@ def notebook7(root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0)
 
 
 @contextlib.contextmanager
-def jupyter_server(app: str, root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0):
+def jupyter_server(app: str, root: Path, home: Path, theme: str = LIGHT, timeout: float = 60.0,
+                   kernels: dict | None = None):
     """Start `python -m app` serving `root`; yield a Lab once its REST API answers."""
     app_class, called = APPS[app]
     port, token = free_port(), secrets.token_hex(16)
-    for sub in ("settings", "workspaces", "config", "runtime"):
+    for sub in ("settings", "workspaces", "config", "runtime", "data"):
         (home / sub).mkdir(parents=True, exist_ok=True)
+    for name, spec in (kernels or {}).items():
+        (home / "data" / "kernels" / name).mkdir(parents=True)
+        (home / "data" / "kernels" / name / "kernel.json").write_text(json.dumps(spec))
     write_settings(home / "settings", theme)
     # news_url must be None (not ""), which only a config file can say. Notebook 7 loads JupyterLab's
     # server extension as well, so this holds for both.
@@ -93,6 +99,7 @@ def jupyter_server(app: str, root: Path, home: Path, theme: str = LIGHT, timeout
                JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               JUPYTER_PATH=str(home / "data"),                  # searched first for kernel specs
                JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
     command = [
         sys.executable, "-m", app,

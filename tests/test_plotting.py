@@ -124,3 +124,19 @@ def test_the_first_live_picture_is_timed_without_the_one_off_imports():
     drawn, imported_when_timed = result.stdout.split(" ", 1)
     assert drawn == "True"
     assert imported_when_timed.strip() == "[True, True]", "the redraw was timed while matplotlib was imported"
+
+
+def test_a_first_epochs_first_steps_are_drawn_on_an_axis_an_epoch_wide():
+    """Six steps of a 200-step epoch (x 0.005 to 0.03) once had a dozen overlapping tick labels."""
+    data = {"run": {"epochs": [], "steps": [{"step": s, "loss": 1.0 / s} for s in range(1, 7)], "steps_per_epoch": 200}}
+    live = LiveCurves(title="t")
+    live.png({"run": {**data["run"], "steps": [{"step": s, "loss": 1.0} for s in range(100, 400)]}})
+    figure = live._figure
+    live.png(data)  # a redraw of the same line, moved
+    assert live._figure is figure
+    for axis in (curves_figure(data, title="t").axes[0], live._figure.axes[0]):
+        low, high = axis.get_xlim()
+        assert low <= 0 and high >= 1
+        assert [tick for tick in axis.get_xticks() if low <= tick <= high] == [0, 1]
+    live.png({"run": {**data["run"], "steps": [{"step": s, "loss": 1.0} for s in range(1, 700)]}})
+    assert live._figure is figure and live._figure.axes[0].get_xlim()[1] > 3  # then it follows the data again

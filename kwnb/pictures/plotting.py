@@ -90,12 +90,24 @@ def _figure(panels: dict[str, list[tuple]], title: str) -> tuple["Figure", dict]
         axis.set_title(name)
         axis.set_xlabel("epoch")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _span_an_epoch(axis)
         axis.grid(alpha=0.3)
         if axis.has_data():
             axis.legend(fontsize="small")
     if title:
         figure.suptitle(title)
     return figure, artists
+
+
+def _span_an_epoch(axis) -> None:
+    """The data's limits, at least one epoch wide: a first epoch's first steps (x 0.005-0.03 of 200 steps) got
+    a dozen overlapping tick labels, and a learner sees how far into the first epoch the curve has come."""
+    axis.set_autoscalex_on(True)
+    axis.relim()
+    axis.autoscale_view()
+    low, high = axis.get_xlim()
+    if high - low < 1:
+        axis.set_xlim(min(low, 0), max(high, min(low, 0) + 1))
 
 
 def _choose_scale(axis, lines: list[tuple]) -> None:
@@ -147,8 +159,7 @@ class LiveCurves:
                     self._artists[name, label].set_data(xs, ys)
             for axis, lines in zip(self._figure.axes, panels.values()):
                 _choose_scale(axis, lines)
-                axis.relim()
-                axis.autoscale_view()
+                _span_an_epoch(axis)
         labels = self._tick_label_lengths()
         if labels != self._laid_out_for:
             self._layout.execute(self._figure)

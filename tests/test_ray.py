@@ -138,6 +138,24 @@ def test_reports_and_stacks_come_back_from_the_nodes(cluster, tmp_path):
         run.stop()
 
 
+def test_the_restart_policy_relaunches_the_cluster_on_its_nodes(cluster, tmp_path):
+    """--on-failure restart: worker 1 fails once; every task is started again in its bundle, by a new actor,
+    and the run finishes [0, 0] with one restart."""
+    marker, started = tmp_path / "failed-once", tmp_path / "started"
+    started.mkdir()
+    run = launch(cluster, tmp_path, SCRIPTS / "behave.py", 2, spread=True, on_failure="restart", max_restarts=1,
+                 args=f"--fail-index 1 --fail-once {marker} --sleep 1 --peers-started {started}")
+    try:
+        assert run.wait(timeout=240) == [0, 0], run.summary()
+    finally:
+        run.stop()
+    assert run.restarts == 1 and run.status == "finished" and [w.restarts for w in run.workers] == [1, 1]
+    failed, again = run.logs(1).split("kwnb: restart 1", 1)
+    assert "worker 1 failing with exit code 3" in failed and "worker 1 done" in again and "failing" not in again
+    nodes = sorted([cluster.node_address(0), cluster.node_address(1)])
+    assert sorted(w.address.rpartition(":")[0] for w in run.workers) == nodes  # each on a node again
+
+
 def test_kill_and_restart_one_task_then_stop_leaves_nothing(cluster, tmp_path):
     """A task killed as a lost machine, restarted on its node with its address; a stop then ends every
     process each task started, a child in a session of its own included (which ray.kill alone leaves)."""

@@ -8,7 +8,8 @@ Told at launch, as a note, not refused: it fails only now and then. Measured on 
 Conv2D fit hung in 5 runs of 8 (at a step of epoch 1 or 2; no line and no error for 45 to 130 s until killed,
 each process blocked in the compiled step's execution), and finished in all of 3 runs with one device a process;
 a Dense fit on NumPy arrays (5 runs), one on a tf.data.Dataset and a jit-compiled sum over a global array (1 each)
-finished with 2 devices each. openxla/xla#16430 (open) reports a segfault with CPU collectives (MPI) and
+finished with 2 devices each. Under kwnb (--env XLA_FLAGS=...), 1 of 2 runs of that fit hung at epoch 2: `stalled`
+told it after 60 s, without the cause. openxla/xla#16430 (open) reports a segfault with CPU collectives (MPI) and
 device_count=2; no JAX issue found says more for Gloo.
 """
 from __future__ import annotations

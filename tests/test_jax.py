@@ -282,6 +282,20 @@ def test_a_jax_run_whose_processes_get_several_cpu_devices_is_told_at_launch(tmp
         assert not [n for n in Run(tmp_path / "main.py", n, runs_dir=tmp_path / "runs", env=env).notes if "CPU dev" in n]
 
 
+@needs_jax
+@pytest.mark.slow
+def test_several_cpu_devices_are_told_in_a_real_run_and_the_fix_it_gives_leaves_one_a_process(tmp_path):
+    script = "import keras\nkeras.distribution.initialize()\nimport jax\nprint('DEVICES', jax.local_device_count(), " \
+             "jax.device_count(), flush=True)\n"  # no training step: with 2 devices each, one may hang for good
+    told = jax_run(tmp_path, script, env={"XLA_FLAGS": TWO_DEVICES})
+    fixed = jax_run(tmp_path, script, env={"XLA_FLAGS": TWO_DEVICES, "JAX_NUM_CPU_DEVICES": "1"})
+    assert told.exit_codes == [0, 0] and "DEVICES 2 4" in told.logs(1), told.summary()
+    assert [note for note in told.notes if "CPU devices" in note][0].endswith(
+        "add --env JAX_NUM_CPU_DEVICES=1 for one device a process")
+    assert fixed.exit_codes == [0, 0] and "DEVICES 1 2" in fixed.logs(1), fixed.summary()
+    assert not [note for note in fixed.notes if "CPU devices" in note]
+
+
 @pytest.mark.parametrize("backend, expected", [
     ("jax", {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "n1:25000", "KERAS_DISTRIBUTION_NUM_PROCESSES": "3",
              "KERAS_DISTRIBUTION_PROCESS_ID": "2", "JAX_COORDINATOR_BIND_ADDRESS": "n1:25000", "TF_CONFIG": None}),

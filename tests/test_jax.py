@@ -245,26 +245,29 @@ def test_a_tensorflow_run_of_a_script_for_keras_on_jax_gets_a_hint(tmp_path, mon
 
 
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
+SETS_IT = f"import os\nos.environ['XLA_FLAGS'] = '{TWO_DEVICES}'\n"
 ON_THE_CPU = ": 2 CPU devices in each of the 2 JAX processes, and with several devices a process JAX's CPU " \
-             "collectives across processes (Gloo) may hang a training step for good, with no error (a Conv2D fit hung " \
-             "in 5 runs of 8 with jax 0.10.2; openxla/xla#16430); "
+             "collectives across processes (Gloo) may hang a training step for good, with no error (a Conv2D fit " \
+             "hung in 5 runs of 8 with jax 0.10.2; openxla/xla#16430); "
 
 
-# Measured by hand (kwnb/engine/live/cpu_devices_hint.py: notebook 07's fit hung in 5 runs of 8 with 2 CPU devices a
-# process, never with one), so the run is told at launch, before a learner waits in front of a silent cell.
+# Measured by hand (kwnb/engine/live/cpu_devices_hint.py: notebook 07's fit hung in 5 runs of 8 with 2 CPU devices
+# a process, never with one), so the run is told at launch, before a learner waits in front of a silent cell.
 @pytest.mark.parametrize("script, session, env, n, told", [
     ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {}, 2,
      f"the tasks inherit this session's XLA_FLAGS={TWO_DEVICES}{ON_THE_CPU}add --env JAX_NUM_CPU_DEVICES=1"),
     ("import keras\n", {}, {"XLA_FLAGS": f"--xla_cpu_enable_fast_math=false {TWO_DEVICES}"}, 2,
-     f"--env gives XLA_FLAGS=--xla_cpu_enable_fast_math=false {TWO_DEVICES}{ON_THE_CPU}add --env JAX_NUM_CPU_DEVICES=1"),
+     f"--env gives XLA_FLAGS=--xla_cpu_enable_fast_math=false {TWO_DEVICES}{ON_THE_CPU}add "
+     "--env JAX_NUM_CPU_DEVICES=1"),
     ("import keras\n", {"JAX_NUM_CPU_DEVICES": "2"}, {}, 2,
      f"the tasks inherit this session's JAX_NUM_CPU_DEVICES=2{ON_THE_CPU}add --env JAX_NUM_CPU_DEVICES=1"),
-    ("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'\nimport keras\n", {}, {}, 2,
+    (SETS_IT + "import keras\n", {}, {}, 2,
      f"main.py sets {TWO_DEVICES}{ON_THE_CPU}remove it or add --env JAX_NUM_CPU_DEVICES=1"),
     ("import jax\njax.config.update('jax_num_cpu_devices', 2)\n", {}, {}, 2,
      f'main.py sets jax.config.update("jax_num_cpu_devices", 2){ON_THE_CPU}remove it'),
     ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {}, 1, None),  # one process: no collective across processes
     ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {"JAX_NUM_CPU_DEVICES": "1"}, 2, None),  # the fix: JAX's rule
+    (SETS_IT, {}, {"JAX_NUM_CPU_DEVICES": "1"}, 2, None),  # JAX_NUM_CPU_DEVICES wins over the flag
     ("import keras\n", {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}, {}, 2, None),
     ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {"JAX_PLATFORMS": "cuda"}, 2, None),  # not the CPU's devices
 ])
@@ -279,7 +282,8 @@ def test_a_jax_run_whose_processes_get_several_cpu_devices_is_told_at_launch(tmp
     assert [note for note in notes if "CPU devices" in note] == ([] if told is None else
                                                                  [f"{told} for one device a process"])
     if told:  # TensorFlow's tasks run no JAX collective
-        assert not [n for n in Run(tmp_path / "main.py", n, runs_dir=tmp_path / "runs", env=env).notes if "CPU dev" in n]
+        tensorflow = Run(tmp_path / "main.py", n, runs_dir=tmp_path / "runs", env=env)
+        assert not [note for note in tensorflow.notes if "CPU devices" in note]
 
 
 @needs_jax

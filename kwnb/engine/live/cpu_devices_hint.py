@@ -61,24 +61,32 @@ def _script_tree(script: Path) -> ast.AST:
         return ast.Module(body=[], type_ignores=[])
 
 
+def _asked(script: Path, env: Mapping[str, str], user: Mapping[str, str]) -> tuple[int, str, str] | None:
+    """The CPU devices per process the run asks for, where it says so, and the fix; by JAX's order: the script's
+    jax.config.update, then JAX_NUM_CPU_DEVICES, then the last XLA_FLAGS (the script's own over the environment's)."""
+    in_script, in_env = script_devices(_script_tree(script)), env_devices(env)
+    if in_script is not None and (in_script[1].startswith("jax.config") or in_env is None
+                                  or in_env[1] != NUM_CPU_DEVICES):
+        fix = "remove it" if in_script[1].startswith("jax.config") else f"remove it or add {_ONE_EACH}"
+        return in_script[0], f"{script.name} sets {in_script[1]}", fix
+    if in_env is not None:
+        name = in_env[1]
+        said = f"--env gives {name}" if name in user else f"the tasks inherit this session's {name}"
+        return in_env[0], f"{said}={env[name].strip()}", f"add {_ONE_EACH}"
+    return None
+
+
 def cpu_devices_hint(script: Path, framework: str, tasks: int, env: Mapping[str, str],
                      user: Mapping[str, str]) -> str:
     """The hint, or "" (not JAX, one process, not on the CPU, one device a process). `env`: a task's environment
     as kwnb builds it (the session's, kwnb's variables, the user's --env); `user`: the --env alone."""
     if framework != "jax" or tasks < 2 or "cpu" not in env.get("JAX_PLATFORMS", "").split(","):
         return ""
-    found = script_devices(_script_tree(script))
-    if found is not None:
-        said = f"{script.name} sets {found[1]}"
-        fix = "remove it" if found[1].startswith("jax.config") else f"remove it or add {_ONE_EACH}"
-    elif (found := env_devices(env)) is not None:
-        name = found[1]
-        said = f"--env gives {name}" if name in user else f"the tasks inherit this session's {name}"
-        said += f"={env[name].strip()}"
-        fix = f"add {_ONE_EACH}"
-    if found is None or found[0] < 2:
+    asked = _asked(script, env, user)
+    if asked is None or asked[0] < 2:
         return ""
-    return (f"{said}: {found[0]} CPU devices in each of the {tasks} JAX processes, and with several devices a "
+    devices, said, fix = asked
+    return (f"{said}: {devices} CPU devices in each of the {tasks} JAX processes, and with several devices a "
             f"process JAX's CPU collectives across processes (Gloo) may hang a training step for good, with no "
             f"error (a Conv2D fit hung in 5 runs of 8 with jax 0.10.2; openxla/xla#16430); {fix} for one device "
             f"a process")

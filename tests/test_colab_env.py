@@ -39,28 +39,35 @@ def test_the_colab_environment_holds_colabs_versions_with_kwnb_installed():
 
 
 REPOSITORY = "git+https://github.com/kwnb/kwnb@main"  # the install cell's, the badges' repository (README's Binder)
-LESSONS = sorted(NOTEBOOKS.glob("0[0-6]*.ipynb"))
+LESSONS = sorted(NOTEBOOKS.glob("0[0-7]*.ipynb"))
+# Each lesson's kwnb extra: its processes' framework. Notebook 07's run Keras 3 on JAX, whose jax and keras Colab
+# ships (constraints/colab.txt), the others TensorFlow.
+EXTRAS = {"07_keras3_jax.ipynb": "jax"}
 
 
-def install_cell() -> str:
-    """The Colab-only install cell, the same in every lesson, right under the title and its Open in Colab badge."""
+def install_cell(extra: str) -> str:
+    """The Colab-only install cell, right under the title and its Open in Colab badge: the same in every lesson
+    but for the extra (`kwnb[tf]`, notebook 07's `kwnb[jax]`); the one of the lessons with `extra`."""
     cells = {}
     for path in LESSONS:
         notebook = nbformat.read(path, as_version=4)
         title, install = notebook.cells[:2]
         assert f"(https://colab.research.google.com/github/kwnb/kwnb/blob/main/notebooks/{path.name})" in title.source
-        cells[path.name] = install.source
-    assert len(cells) == 8 and len(set(cells.values())) == 1, cells
-    return next(iter(cells.values()))
+        own = EXTRAS.get(path.name, "tf")
+        cells[path.name] = install.source.replace(f'"kwnb[{own}] @', '"kwnb[EXTRA] @')
+    assert len(cells) == 9 and len(set(cells.values())) == 1, cells
+    return next(iter(cells.values())).replace("[EXTRA]", f"[{extra}]")
 
 
-def test_the_lessons_install_cell_installs_kwnb_on_colab_only_replacing_nothing_colab_holds(tmp_path):
+@pytest.mark.parametrize("extra", ["tf", "jax"])
+def test_the_lessons_install_cell_installs_kwnb_on_colab_only_replacing_nothing_colab_holds(extra, tmp_path):
     """The lessons' first code cell, run in a kernel of Colab's runtime (IPython 7.34 reads its %pip inside the
     `if`), this checkout in place of the repository and pip's plan (--dry-run) in place of the install: outside
     Colab it does nothing; on Colab (a google.colab module in this kernel only) pip would install kwnb, without
-    the constraints as a learner's install goes, and nothing else that Colab pins."""
-    source = install_cell()
-    assert REPOSITORY in source and "--quiet" in source
+    the constraints as a learner's install goes, and nothing else that Colab pins (with the jax extra, notebook
+    07's: not its jax, jaxlib or keras)."""
+    source = install_cell(extra)
+    assert REPOSITORY in source and "--quiet" in source and f'"kwnb[{extra}] @' in source
     plans = [tmp_path / "elsewhere.json", tmp_path / "colab.json"]
     planned = [source.replace(REPOSITORY, ROOT.as_uri()).replace("--quiet", f"--quiet --dry-run --report {plan}")
                for plan in plans]
@@ -112,7 +119,8 @@ def test_on_python_313_kwnb_imports_whole_and_kwnb_run_runs_a_2_task_job(tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["00_hello_cluster.ipynb", "01_multi_worker_keras.ipynb"])
+# 07: Keras 3 on Colab's jax 0.7.2 and keras 3.13.2 (kwnb's own tests run jax 0.10)
+@pytest.mark.parametrize("name", ["00_hello_cluster.ipynb", "01_multi_worker_keras.ipynb", "07_keras3_jax.ipynb"])
 def test_the_first_notebooks_run_in_a_colab_kernel_with_their_dashboards(name, tmp_path):
     colab_python()
     shutil.copy(NOTEBOOKS / name, tmp_path)

@@ -244,6 +244,62 @@ def test_a_tensorflow_run_of_a_script_for_keras_on_jax_gets_a_hint(tmp_path, mon
                                    framework="jax").notes if "--framework jax" in n]
 
 
+TWO_DEVICES = "--xla_force_host_platform_device_count=2"
+SETS_IT = f"import os\nos.environ['XLA_FLAGS'] = '{TWO_DEVICES}'\n"
+ON_THE_CPU = ": 2 CPU devices in each of the 2 JAX processes, and with several devices a process JAX's CPU " \
+             "collectives across processes (Gloo) may hang a training step for good, with no error (a Conv2D fit " \
+             "hung in 5 runs of 8 with jax 0.10.2; openxla/xla#16430); "
+
+
+# Measured by hand (kwnb/engine/live/cpu_devices_hint.py: notebook 07's fit hung in 5 runs of 8 with 2 CPU devices
+# a process, never with one), so the run is told at launch, before a learner waits in front of a silent cell.
+@pytest.mark.parametrize("script, session, env, n, told", [
+    ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {}, 2,
+     f"the tasks inherit this session's XLA_FLAGS={TWO_DEVICES}{ON_THE_CPU}add --env JAX_NUM_CPU_DEVICES=1"),
+    ("import keras\n", {}, {"XLA_FLAGS": f"--xla_cpu_enable_fast_math=false {TWO_DEVICES}"}, 2,
+     f"--env gives XLA_FLAGS=--xla_cpu_enable_fast_math=false {TWO_DEVICES}{ON_THE_CPU}add "
+     "--env JAX_NUM_CPU_DEVICES=1"),
+    ("import keras\n", {"JAX_NUM_CPU_DEVICES": "2"}, {}, 2,
+     f"the tasks inherit this session's JAX_NUM_CPU_DEVICES=2{ON_THE_CPU}add --env JAX_NUM_CPU_DEVICES=1"),
+    (SETS_IT + "import keras\n", {}, {}, 2,
+     f"main.py sets {TWO_DEVICES}{ON_THE_CPU}remove it or add --env JAX_NUM_CPU_DEVICES=1"),
+    ("import jax\njax.config.update('jax_num_cpu_devices', 2)\n", {}, {}, 2,
+     f'main.py sets jax.config.update("jax_num_cpu_devices", 2){ON_THE_CPU}remove it'),
+    ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {}, 1, None),  # one process: no collective across processes
+    ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {"JAX_NUM_CPU_DEVICES": "1"}, 2, None),  # the fix: JAX's rule
+    (SETS_IT, {}, {"JAX_NUM_CPU_DEVICES": "1"}, 2, None),  # JAX_NUM_CPU_DEVICES wins over the flag
+    ("import keras\n", {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}, {}, 2, None),
+    ("import keras\n", {"XLA_FLAGS": TWO_DEVICES}, {"JAX_PLATFORMS": "cuda"}, 2, None),  # not the CPU's devices
+])
+def test_a_jax_run_whose_processes_get_several_cpu_devices_is_told_at_launch(tmp_path, monkeypatch, script, session,
+                                                                             env, n, told):
+    for name in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in session.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "main.py").write_text(script)
+    notes = Run(tmp_path / "main.py", n, runs_dir=tmp_path / "runs", env=env, framework="jax").notes
+    assert [note for note in notes if "CPU devices" in note] == ([] if told is None else
+                                                                 [f"{told} for one device a process"])
+    if told:  # TensorFlow's tasks run no JAX collective
+        tensorflow = Run(tmp_path / "main.py", n, runs_dir=tmp_path / "runs", env=env)
+        assert not [note for note in tensorflow.notes if "CPU devices" in note]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_several_cpu_devices_are_told_in_a_real_run_and_the_fix_it_gives_leaves_one_a_process(tmp_path):
+    script = "import keras\nkeras.distribution.initialize()\nimport jax\nprint('DEVICES', jax.local_device_count(), " \
+             "jax.device_count(), flush=True)\n"  # no training step: with 2 devices each, one may hang for good
+    told = jax_run(tmp_path, script, env={"XLA_FLAGS": TWO_DEVICES})
+    fixed = jax_run(tmp_path, script, env={"XLA_FLAGS": TWO_DEVICES, "JAX_NUM_CPU_DEVICES": "1"})
+    assert told.exit_codes == [0, 0] and "DEVICES 2 4" in told.logs(1), told.summary()
+    assert [note for note in told.notes if "CPU devices" in note][0].endswith(
+        "add --env JAX_NUM_CPU_DEVICES=1 for one device a process")
+    assert fixed.exit_codes == [0, 0] and "DEVICES 1 2" in fixed.logs(1), fixed.summary()
+    assert not [note for note in fixed.notes if "CPU devices" in note]
+
+
 @pytest.mark.parametrize("backend, expected", [
     ("jax", {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "n1:25000", "KERAS_DISTRIBUTION_NUM_PROCESSES": "3",
              "KERAS_DISTRIBUTION_PROCESS_ID": "2", "JAX_COORDINATOR_BIND_ADDRESS": "n1:25000", "TF_CONFIG": None}),

@@ -38,6 +38,7 @@ from ..tasks import roles
 from .after_end import AfterEnd
 from .log import LOG_NAME, for_run
 from ...machine.task_env import TaskFacts, framework_named, plan_gpus, task_environment
+from .cpu_devices_hint import cpu_devices_hint
 from .framework_hint import framework_hint
 from .inputs import check_script, find_python
 from ..readers import program
@@ -85,6 +86,8 @@ class RunEngine:
         self.gpu_placement, note = plan_gpus(len(self.workers), self.user_env, self.framework) if placed_here else (None, "")
         self.say(note=note)
         self.say(note=framework_hint(self.script, self.framework.name, {**os.environ, **self.user_env}))
+        task_env = task_environment(TaskFacts(gpus=bool(self.gpus), framework=self.framework), self.user_env)
+        self.say(note=cpu_devices_hint(self.script, self.framework.name, len(self.workers), task_env, self.user_env))
 
     def _make_folder(self, runs_dir, files, keep_lines: int, outputs: tuple) -> None:
         """The run's folder: its log (kwnb.log), the job's files, a log per task, and run.json (all fixed)."""

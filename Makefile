@@ -12,14 +12,20 @@ NODE_PKGS := nodejs npm
 # The JupyterHub tests' proxy (tests/hub_support.py looks here first): npm's, in a prefix of the venv's own.
 CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 
-# Colab's runtime as Google publishes it (constraints/colab.txt) needs its Python: a python3.13 on PATH that runs
-# (a pyenv shim may not), else pyenv's own.
-PYTHON_COLAB ?= $(shell for p in $$(command -v python3.13) $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13; do \
-	$$p -c 'import venv' 2>/dev/null && echo $$p && break; done)
+# $(call find_python,X.Y): a shell loop printing the first pythonX.Y on PATH that runs (a pyenv shim may not), else
+# pyenv's own; nothing where there is none (tests/interpreter_support.py's python_of looks the same way).
+find_python = for p in $$(command -v python$(1)) $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1)*/bin/python$(1); do \
+	$$p -c 'import venv' 2>/dev/null && echo $$p && break; done
+
+# Colab's runtime as Google publishes it (constraints/colab.txt) needs its Python.
+PYTHON_COLAB ?= $(shell $(call find_python,3.13))
 COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.kwnb-installed
+# The host Pythons no other venv has (the main one is 3.11, .venv-colab 3.13): .venv-py310 and .venv-py312.
+OTHER_PYTHONS := 310 312
+OTHER_STAMPS := $(OTHER_PYTHONS:%=.venv-py%/.kwnb-installed)
 
-.PHONY: setup colab-env system-deps demo test test-fast bench clean
+.PHONY: setup colab-env pythons system-deps demo test test-fast bench clean
 
 # The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes.
 $(SETUP_STAMP): pyproject.toml
@@ -51,6 +57,19 @@ $(COLAB_STAMP): pyproject.toml constraints/colab.txt
 		&& touch $(COLAB_STAMP) || echo "colab-env: the install failed, so the Colab environment's tests skip"; fi
 
 colab-env: $(COLAB_STAMP)
+
+# A venv for each of Python 3.10 and 3.12 (.venv-py310 from 310): kwnb editable with its base dependencies and
+# pytest, no TensorFlow (its paths run in the main venv and in .venv-colab); tests/test_pythons.py runs kwnb there.
+# Without that Python, one line says its tests skip.
+.venv-py%/.kwnb-installed: pyproject.toml
+	@version=$$(echo $* | sed 's/^3/3./'); python=$$($(call find_python,$$version)); \
+	if [ -z "$$python" ]; then echo "pythons: no python$$version, so its tests skip"; \
+	else rm -rf .venv-py$* && $$python -m venv .venv-py$* \
+		&& .venv-py$*/bin/python -m pip install --quiet --upgrade pip \
+		&& .venv-py$*/bin/python -m pip install --quiet -e . pytest pytest-timeout \
+		&& touch $@ || echo "pythons: the install into .venv-py$* failed, so its tests skip"; fi
+
+pythons: $(OTHER_STAMPS)
 
 # $(call apt_install,PACKAGES,APT-GET OPTIONS,TESTS THAT NEED THEM): installs those of PACKAGES dpkg does
 # not list as installed, as root or through passwordless sudo, trying first without `apt-get update` (the
@@ -92,7 +111,7 @@ demo: setup
 # on processes it started, so two at once on 2 cores gain time (docs/testing.md); PARALLEL=0 runs one at a time.
 PARALLEL ?= 2
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
-test: system-deps setup colab-env
+test: system-deps setup colab-env pythons
 	$(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
@@ -105,4 +124,4 @@ bench: setup
 
 # Back to a fresh clone (the venv, run folders, build output); installed Debian packages stay.
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) .kwnb build *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) $(OTHER_PYTHONS:%=.venv-py%) .kwnb build *.egg-info

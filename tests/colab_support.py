@@ -3,15 +3,14 @@ in it), or why it is missing: the tests that need it skip saying so."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-ROOT = Path(__file__).resolve().parents[1]
+from interpreter_support import ROOT, python_of, run_in
+
 COLAB_VENV = ROOT / ".venv-colab"
 COLAB_PYTHON = COLAB_VENV / "bin" / "python"
 CONSTRAINTS = ROOT / "constraints" / "colab.txt"
@@ -30,15 +29,10 @@ def normalised(name: str) -> str:
 def colab_python() -> Path:
     """The Colab environment's interpreter; skips the test, saying why, where there is none."""
     if not (COLAB_VENV / ".kwnb-installed").exists():
-        python313 = shutil.which("python3.13") or next(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"), None)
-        why = ("no python3.13 on this machine (Colab's runtime is Python 3.13)" if python313 is None else
+        why = ("no python3.13 on this machine (Colab's runtime is Python 3.13)" if python_of("3.13") is None else
                f"{COLAB_VENV} is not built: `make colab-env` builds it")
         pytest.skip(why)
     return COLAB_PYTHON
-
-
-def run_in(python: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 def kernel_of(python: Path, folder: Path) -> KernelManager:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import kwnb
 from kwnb.backends.base import Launcher, TaskLaunch, TaskProcess
-from kwnb.backends.local import OWN_PROCESS_GROUP, LocalLauncher, LocalProcess
+from kwnb.backends.local import LocalLauncher, LocalProcess
 from kwnb.machine.ports import free_ports
+from kwnb.task.process_group import OWN_PROCESS_GROUP
 from kwnb.task.tf_config import TaskId
 
 TESTS = Path(__file__).parent

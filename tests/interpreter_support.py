@@ -1,5 +1,6 @@
-"""kwnb under another interpreter than the suite's own: the venvs `make test` builds beside the main one (.venv-colab
-on Python 3.13, .venv-py310 and .venv-py312), found as the Makefile finds their Pythons, and what the tests run there."""
+"""kwnb under another interpreter than the suite's own: the venvs `make test` builds beside the main one
+(.venv-colab on Python 3.13, .venv-py310 and .venv-py312), their Pythons found as the Makefile finds them, and
+what the tests run there."""
 from __future__ import annotations
 
 import os

@@ -67,8 +67,10 @@ def test_pip_accepts_kwnb_tf_on_that_python(python, tmp_path, record_property):
     assert {(r.name, r.specifier) for r in installed if r.marker and r.marker.evaluate({"extra": "tf"})} == \
            {(r.name, r.specifier) for r in extra.values()}  # the venv's kwnb is this checkout's pyproject.toml
     report = tmp_path / "report.json"
+    env = checkout_env(PIP_DISABLE_PIP_VERSION_CHECK="1")
+    del env["PYTHONPATH"]  # the venv's own kwnb, not the checkout's folder (which holds a kwnb.egg-info)
     plan = run_in(python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report), "kwnb[tf]",
-                  cwd=tmp_path, env={**checkout_env(PIP_DISABLE_PIP_VERSION_CHECK="1"), "PYTHONPATH": ""}, timeout=600)
+                  cwd=tmp_path, env=env, timeout=600)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     planned = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
                for item in json.loads(report.read_text())["install"]}

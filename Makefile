@@ -21,11 +21,8 @@ find_python = for p in $$(command -v python$(1)) $${PYENV_ROOT:-$$HOME/.pyenv}/v
 PYTHON_COLAB ?= $(shell $(call find_python,3.13))
 COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.kwnb-installed
-# The host Pythons no other venv has (the main one is 3.11, .venv-colab 3.13): .venv-py310 and .venv-py312.
-OTHER_PYTHONS := 310 312
-OTHER_STAMPS := $(OTHER_PYTHONS:%=.venv-py%/.kwnb-installed)
 
-.PHONY: setup colab-env pythons system-deps demo test test-fast bench clean
+.PHONY: setup colab-env system-deps demo test test-fast bench clean
 
 # The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes.
 $(SETUP_STAMP): pyproject.toml
@@ -58,19 +55,6 @@ $(COLAB_STAMP): pyproject.toml constraints/colab.txt
 
 colab-env: $(COLAB_STAMP)
 
-# A venv for each of Python 3.10 and 3.12 (.venv-py310 from 310): kwnb editable with its base dependencies and
-# pytest, no TensorFlow (its paths run in the main venv and in .venv-colab); tests/test_pythons.py runs kwnb there.
-# Without that Python, one line says its tests skip.
-.venv-py%/.kwnb-installed: pyproject.toml
-	@version=$$(echo $* | sed 's/^3/3./'); python=$$($(call find_python,$$version)); \
-	if [ -z "$$python" ]; then echo "pythons: no python$$version, so its tests skip"; \
-	else rm -rf .venv-py$* && $$python -m venv .venv-py$* \
-		&& .venv-py$*/bin/python -m pip install --quiet --upgrade pip \
-		&& .venv-py$*/bin/python -m pip install --quiet -e . pytest pytest-timeout \
-		&& touch $@ || echo "pythons: the install into .venv-py$* failed, so its tests skip"; fi
-
-pythons: $(OTHER_STAMPS)
-
 # $(call apt_install,PACKAGES,APT-GET OPTIONS,TESTS THAT NEED THEM): installs those of PACKAGES dpkg does
 # not list as installed, as root or through passwordless sudo, trying first without `apt-get update` (the
 # lists may be there already). Where it cannot, one line says which tests skip and why; make goes on.
@@ -101,6 +85,29 @@ system-deps:
 	@$(call apt_install,$(NETWORK_PKGS),--no-install-recommends,the private-network tests)
 	@command -v npm >/dev/null || { $(call apt_install,$(NODE_PKGS),--no-install-recommends,the JupyterHub tests); }
 
+# The host Pythons no other venv has (the main one is 3.11, .venv-colab 3.13): a venv for each of 3.10 and 3.12
+# (.venv-py310 from 310) with kwnb editable, its base dependencies and pytest, no TensorFlow (its paths run in the
+# main venv and in .venv-colab); tests/test_pythons.py runs kwnb there. `make test` builds them, `make clean`
+# removes them. About 100 s for both, 260 MB each (docs/testing.md); without that Python, one line says its
+# tests skip.
+OTHER_PYTHONS := 310 312
+OTHER_STAMPS := $(OTHER_PYTHONS:%=.venv-py%/.kwnb-installed)
+.PHONY: pythons clean-pythons
+
+.venv-py%/.kwnb-installed: pyproject.toml
+	@version=$$(echo $* | sed 's/^3/3./'); python=$$($(call find_python,$$version)); \
+	if [ -z "$$python" ]; then echo "pythons: no python$$version, so its tests skip"; \
+	else rm -rf .venv-py$* && $$python -m venv .venv-py$* \
+		&& .venv-py$*/bin/python -m pip install --quiet --upgrade pip \
+		&& .venv-py$*/bin/python -m pip install --quiet -e . pytest pytest-timeout \
+		&& touch $@ || echo "pythons: the install into .venv-py$* failed, so its tests skip"; fi
+
+pythons: $(OTHER_STAMPS)
+test: pythons
+clean: clean-pythons
+clean-pythons:
+	rm -rf $(OTHER_PYTHONS:%=.venv-py%)
+
 # The multi-worker Keras example, headless: prefixed worker logs, the summary, curves.png in the run folder.
 demo: setup
 	KWNB_OFFLINE=$${KWNB_OFFLINE:-1} $(PY) -m kwnb run examples/mnist_keras.py -n 2
@@ -111,7 +118,7 @@ demo: setup
 # on processes it started, so two at once on 2 cores gain time (docs/testing.md); PARALLEL=0 runs one at a time.
 PARALLEL ?= 2
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
-test: system-deps setup colab-env pythons
+test: system-deps setup colab-env
 	$(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
@@ -124,4 +131,4 @@ bench: setup
 
 # Back to a fresh clone (the venv, run folders, build output); installed Debian packages stay.
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) $(OTHER_PYTHONS:%=.venv-py%) .kwnb build *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) .kwnb build *.egg-info

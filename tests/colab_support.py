@@ -3,13 +3,14 @@ in it), or why it is missing: the tests that need it skip saying so."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-from interpreter_support import ROOT, python_of, run_in
+from interpreter_support import ROOT, python_of
 
 COLAB_VENV = ROOT / ".venv-colab"
 COLAB_PYTHON = COLAB_VENV / "bin" / "python"
@@ -33,6 +34,10 @@ def colab_python() -> Path:
                f"{COLAB_VENV} is not built: `make colab-env` builds it")
         pytest.skip(why)
     return COLAB_PYTHON
+
+
+def run_in(python: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 def kernel_of(python: Path, folder: Path) -> KernelManager:

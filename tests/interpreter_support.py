@@ -27,15 +27,11 @@ def python_of(version: str) -> Path | None:
     candidates = [shutil.which(f"python{version}"), *sorted(pyenv.glob(f"versions/{version}*/bin/python{version}"))]
     for candidate in filter(None, candidates):
         try:
-            if run_in(Path(candidate), "-c", "import venv", timeout=60).returncode == 0:
+            if subprocess.run([candidate, "-c", "import venv"], capture_output=True, timeout=60).returncode == 0:
                 return Path(candidate)
         except (OSError, subprocess.SubprocessError):
             continue
     return None
-
-
-def run_in(python: Path, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 def checkout_env(**more: str) -> dict[str, str]:

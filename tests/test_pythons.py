@@ -15,7 +15,8 @@ import pytest
 from packaging.requirements import Requirement
 
 import kwnb
-from interpreter_support import IMPORT_ALL, ROOT, checkout_env, python_of, run_in
+from colab_support import run_in
+from interpreter_support import IMPORT_ALL, ROOT, checkout_env, python_of
 
 SCRIPTS = Path(__file__).parent / "scripts"
 VERSIONS = ["3.10", "3.12"]

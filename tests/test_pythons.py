@@ -30,10 +30,13 @@ UNIT_TESTS = ["tests/test_settings.py", "tests/test_backends.py", "tests/test_ta
 
 
 def test_the_package_names_the_pythons_tested():
-    """pyproject.toml's classifiers: this file's two, the main venv's and Colab's 3.13 (tests/test_colab_env.py)."""
+    """pyproject.toml's classifiers: this file's two, Binder's 3.11 (binder/runtime.txt, the main venv's here) and
+    Colab's 3.13 (tests/test_colab_env.py), and the suite's own Python among them."""
     text = (ROOT / "pyproject.toml").read_text()
     named = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', text)
-    assert sorted(named) == sorted({*VERSIONS, "%d.%d" % sys.version_info[:2], "3.13"})
+    binder = (ROOT / "binder" / "runtime.txt").read_text().strip().removeprefix("python-")
+    assert sorted(named) == sorted({*VERSIONS, binder, "3.13"})
+    assert "%d.%d" % sys.version_info[:2] in named
     assert re.findall(r'^requires-python = "(.*)"$', text, re.M) == [">=3.10"]
 
 

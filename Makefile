@@ -12,10 +12,13 @@ NODE_PKGS := nodejs npm
 # The JupyterHub tests' proxy (tests/hub_support.py looks here first): npm's, in a prefix of the venv's own.
 CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 
-# Colab's runtime as Google publishes it (constraints/colab.txt) needs its Python: a python3.13 on PATH that runs
-# (a pyenv shim may not), else pyenv's own.
-PYTHON_COLAB ?= $(shell for p in $$(command -v python3.13) $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13; do \
-	$$p -c 'import venv' 2>/dev/null && echo $$p && break; done)
+# $(call find_python,X.Y): a shell loop printing the first pythonX.Y on PATH that runs (a pyenv shim may not), else
+# pyenv's own; nothing where there is none (tests/interpreter_support.py's python_of looks the same way).
+find_python = for p in $$(command -v python$(1)) $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1)*/bin/python$(1); do \
+	$$p -c 'import venv' 2>/dev/null && echo $$p && break; done
+
+# Colab's runtime as Google publishes it (constraints/colab.txt) needs its Python.
+PYTHON_COLAB ?= $(shell $(call find_python,3.13))
 COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.kwnb-installed
 COLAB_WIDGETS8_VENV := .venv-colab-widgets8
@@ -101,6 +104,29 @@ system-deps:
 	@$(call apt_install,$(SLURM_PKGS),--no-install-recommends,the Slurm tests)
 	@$(call apt_install,$(NETWORK_PKGS),--no-install-recommends,the private-network tests)
 	@command -v npm >/dev/null || { $(call apt_install,$(NODE_PKGS),--no-install-recommends,the JupyterHub tests); }
+
+# The host Pythons no other venv has (the main one is 3.11, .venv-colab 3.13): a venv for each of 3.10 and 3.12
+# (.venv-py310 from 310) with kwnb editable, its base dependencies and pytest, no TensorFlow (its paths run in the
+# main venv and in .venv-colab); tests/test_pythons.py runs kwnb there. `make test` builds them, `make clean`
+# removes them. About 100 s for both, 260 MB each (docs/testing.md); without that Python, one line says its
+# tests skip.
+OTHER_PYTHONS := 310 312
+OTHER_STAMPS := $(OTHER_PYTHONS:%=.venv-py%/.kwnb-installed)
+.PHONY: pythons clean-pythons
+
+.venv-py%/.kwnb-installed: pyproject.toml
+	@version=$$(echo $* | sed 's/^3/3./'); python=$$($(call find_python,$$version)); \
+	if [ -z "$$python" ]; then echo "pythons: no python$$version, so its tests skip"; \
+	else rm -rf .venv-py$* && $$python -m venv .venv-py$* \
+		&& .venv-py$*/bin/python -m pip install --quiet --upgrade pip \
+		&& .venv-py$*/bin/python -m pip install --quiet -e . pytest pytest-timeout \
+		&& touch $@ || echo "pythons: the install into .venv-py$* failed, so its tests skip"; fi
+
+pythons: $(OTHER_STAMPS)
+test: pythons
+clean: clean-pythons
+clean-pythons:
+	rm -rf $(OTHER_PYTHONS:%=.venv-py%)
 
 # The multi-worker Keras example, headless: prefixed worker logs, the summary, curves.png in the run folder.
 demo: setup

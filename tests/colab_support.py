@@ -3,7 +3,6 @@ in it), or why it is missing: the tests that need it skip saying so."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,7 +10,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-ROOT = Path(__file__).resolve().parents[1]
+from interpreter_support import ROOT, python_of
+
 COLAB_VENV = ROOT / ".venv-colab"
 COLAB_PYTHON = COLAB_VENV / "bin" / "python"
 # Colab's runtime with ipywidgets 8 in place of its 7.7.1 (`make colab-widgets8-env`: a venv over .venv-colab's
@@ -33,8 +33,7 @@ def normalised(name: str) -> str:
 def colab_python() -> Path:
     """The Colab environment's interpreter; skips the test, saying why, where there is none."""
     if not (COLAB_VENV / ".kwnb-installed").exists():
-        python313 = shutil.which("python3.13") or next(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"), None)
-        why = ("no python3.13 on this machine (Colab's runtime is Python 3.13)" if python313 is None else
+        why = ("no python3.13 on this machine (Colab's runtime is Python 3.13)" if python_of("3.13") is None else
                f"{COLAB_VENV} is not built: `make colab-env` builds it")
         pytest.skip(why)
     return COLAB_PYTHON

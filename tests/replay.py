@@ -26,6 +26,7 @@ import kwnb
 from kwnb.backends.base import Launcher, TaskLaunch, TaskProcess
 from kwnb.backends.local import LocalLauncher, LocalProcess
 from kwnb.machine.ports import free_ports
+from kwnb.task.process_group import OWN_PROCESS_GROUP
 from kwnb.task.tf_config import TaskId
 
 TESTS = Path(__file__).parent
@@ -146,7 +147,7 @@ class ReplayLauncher(Launcher):
         with open(launch.log_path, "ab", buffering=0) as log:
             popen = subprocess.Popen([sys.executable, str(PLAYER), str(played)],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=launch.env,
-                                     cwd=launch.cwd, process_group=0)
+                                     cwd=launch.cwd, **OWN_PROCESS_GROUP)
         return LocalProcess(popen)  # polled, sampled and signalled as the local backend's tasks are
 
     def finish(self) -> list[str]:

@@ -7,7 +7,6 @@ Colab's front end is tested in this environment by tests/test_live_mode.py."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
 from colab_support import ROOT, colab_python, held_versions, kernel_of, normalised, run_in
+from interpreter_support import IMPORT_ALL, checkout_env
 
 NOTEBOOKS = ROOT / "notebooks"
 CELL_TIMEOUT = 600  # s: notebook 01 trains a baseline in the kernel, then two 2-worker runs, on 2 loaded cores
@@ -84,23 +84,10 @@ def test_the_lessons_install_cell_installs_kwnb_on_colab_only_replacing_nothing_
     assert changed == {"kwnb": "0.1.0"}
 
 
-IMPORT_ALL = """
-import importlib, pkgutil, kwnb
-names = [m.name for m in pkgutil.walk_packages(kwnb.__path__, "kwnb.") if m.name != "kwnb.__main__"]
-for name in names:
-    importlib.import_module(name)
-print(len(names), kwnb.__file__)
-"""
 TWO_TASKS = """import json, os, sys
 config = json.loads(os.environ["TF_CONFIG"])
 print(f"task {config['task']['index']} of {len(config['cluster']['worker'])} on Python {sys.version_info[0]}.{sys.version_info[1]}")
 """
-
-
-def checkout_env(**more: str) -> dict[str, str]:
-    """The environment of a process of the Colab venv: this checkout's kwnb, whichever its editable install names."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
-    return {**env, "PYTHONPATH": str(ROOT), **more}
 
 
 def test_on_python_313_kwnb_imports_whole_and_kwnb_run_runs_a_2_task_job(tmp_path):

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Callable
@@ -18,6 +17,7 @@ from ..machine.limits import read_limits
 from ..machine.neighbours import neighbours
 from ..machine.task_env import THREAD_VARIABLES, temp_variables, thread_variables
 from ..errors import LaunchError
+from ..task.process_group import OWN_PROCESS_GROUP
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
 from . import netns, network_choice, warm_room
@@ -239,8 +239,3 @@ def _record_threads(run_dir, threads: dict[str, str], tasks: int, limits) -> Non
     write_description(run_dir, description)
 
 
-# Each worker leads a process group of its own, so stop() reaches its children and a Ctrl-C meant for
-# the terminal does not. Not a session of its own: Linux shares CPU between sessions first
-# (autogroups), and workers in their own sessions trained 5 % slower than workers sharing the
-# launcher's session in a paired benchmark (benchmarks/README.md).
-OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}

@@ -28,14 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LaunchError
+from ..task.process_group import OWN_PROCESS_GROUP  # as the tasks: a Ctrl-C meant for `kwnb run` misses the helpers
 
 USERNET_ENV = "KWNB_USERNET"  # slirp4netns, pasta or none: which user-mode networking to use (default: the first found)
 TOOLS = ("slirp4netns", "pasta")
 TUN_DEVICE = "/dev/net/tun"  # both tools open it inside the namespace, with the user's rights on it
 START_SECONDS = 10.0  # the holder and the tool start in ~20 ms; a loaded machine gets ample time
 ANSWER_SECONDS = 1.0  # a probe answers in ~0.1 ms; a holder this slow is treated as gone
-# Each helper leads a process group of its own, as the tasks do, so a Ctrl-C meant for `kwnb run` misses it.
-OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 # The holder, run inside the namespace by path (standard library only, under -S -I: no site-packages, and not
 # its own folder on sys.path). kwnb/task/netns_holder.py says what it answers.

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,6 +42,7 @@ import psutil
 
 from ..machine.limits import memory_cgroup_of, read_limits
 from ..machine.task_env import NOT_KEYED
+from ..task.process_group import OWN_PROCESS_GROUP
 from ..task.runfolder import PARENT_PID_ENV
 from . import netns, warm_room
 from .base import TaskLaunch
@@ -285,9 +285,9 @@ class Pool:
             log = self._folder / f"warm-{time.time_ns()}.log"
         env = {**env, PARENT_PID_ENV: str(os.getpid())}  # its watchdog: it ends when this process does
         argv = [python, "-u", WARM_SCRIPT, str(NICE), ",".join(imports)]
-        with open(log, "ab") as out:
+        with open(log, "ab") as out:  # in a group of its own: it becomes the task, whose group kwnb signals
             popen = subprocess.Popen(network.enter(argv) if network else argv, stdin=subprocess.PIPE, stdout=out,
-                                     stderr=subprocess.STDOUT, env=env, cwd=cwd, **_own_group())
+                                     stderr=subprocess.STDOUT, env=env, cwd=cwd, **OWN_PROCESS_GROUP)
         return Warm(popen, wanted_key, log, imports, network)
 
     def _arm_idle_timer(self) -> None:  # called with _lock held
@@ -375,11 +375,6 @@ def _end_all(interpreters: list[Warm], keep=None) -> None:
 
 def _base_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in NOT_KEYED}
-
-
-def _own_group() -> dict:
-    # As local tasks are: the warm interpreter becomes the task, whose process group kwnb signals.
-    return {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 
 POOL = Pool()

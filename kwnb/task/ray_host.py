@@ -17,13 +17,12 @@ import sys
 import tempfile
 import time
 
+from .process_group import OWN_PROCESS_GROUP
 from .runfolder import PARENT_PID_ENV, RUN_DIR_ENV, grows
 
 MAX_READ = 1 << 20  # bytes of output per read: a read is one message to the driver (Ray's limit is 512 MiB)
 PARTIAL = -1  # a file's marker when a read took only part of it: the next read takes the rest
 DESCENDANTS_SECONDS = 1.0  # how often the descendants are noted while the task lives (a walk of /proc)
-# A group of its own, as local tasks (backends/local.py): a stop reaches the task's children.
-OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
 
 

@@ -6,7 +6,6 @@ Plain-Python tasks: what is tested is the path of the lines, not TensorFlow.
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
 
 from kwnb import cli
@@ -26,11 +25,6 @@ def run_cli(tmp_path, capsys, monkeypatch, *flags: str) -> list[str]:
     (tmp_path / "chatty.py").write_text(SCRIPT)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
-    # `kwnb run` switches this process to TensorBoard's TensorFlow stub (readers/tensorboard.use_tensorflow_stub),
-    # for the whole process: undone after the test, or every later test's tf.summary here got the stub ("cannot
-    # import tensorflow 2.0 API": 10 of test_tensorboard.py's tests failed after these in the full suite).
-    monkeypatch.setitem(sys.modules, "tensorboard.compat.notf", None)
-    del sys.modules["tensorboard.compat.notf"]
     code = cli.main(["run", "chatty.py", "-n", "2", "--network", "host", *flags])
     assert code == 0
     return capsys.readouterr().out.splitlines()
@@ -79,8 +73,6 @@ def test_the_words_after_a_double_dash_and_args_reach_the_script(tmp_path, capsy
     (tmp_path / "argv.py").write_text("import sys\nprint('argv', sys.argv[1:])\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KWNB_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setitem(sys.modules, "tensorboard.compat.notf", None)  # as in run_cli
-    del sys.modules["tensorboard.compat.notf"]
     said = []
     for words in (["--", "--lr", "0.1", "two words"], ["--args", "--lr 0.2"]):
         assert cli.main(["run", "argv.py", "-n", "1", "--network", "host", *words]) == 0

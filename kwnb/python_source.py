@@ -8,6 +8,7 @@ milliseconds, so a lock costs nothing that matters.
 from __future__ import annotations
 
 import ast
+import os
 import threading
 
 _ONE_AT_A_TIME = threading.Lock()
@@ -17,3 +18,12 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
     """ast.parse, serialised; raises what it raises (SyntaxError, ValueError for a NUL byte)."""
     with _ONE_AT_A_TIME:
         return ast.parse(source, filename)
+
+
+def parse_file(path: str | os.PathLike) -> ast.Module | None:
+    """A script's AST, or None where it cannot be read or is not Python (the launch-time hints then say nothing)."""
+    try:
+        with open(path, errors="replace") as source:
+            return parse(source.read(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None

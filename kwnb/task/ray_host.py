@@ -2,9 +2,9 @@
 
 The actor holds a port on its node until the task starts, starts the task as a process group of its
 own, with its output in a file on the node (no shared filesystem is assumed: the launcher reads it
-back through `read`, with what the task writes into its run folder, kept on the node too), and signals the group and any descendant that left it (`ray.kill` of the actor
-alone would leave a `setsid` grandchild running). The task's watchdog (bootstrap.py) watches this
-actor's process: if Ray ends the actor (the driver left, the kernel died), the task ends too.
+back through `read`, with what the task writes into its run folder, kept on the node too), and signals
+the group and any descendant that left it (`ray.kill` of the actor alone would leave a `setsid` grandchild
+running). The task's watchdog (bootstrap.py) watches this actor's process: if Ray ends the actor (the driver left, the kernel died), the task ends too.
 """
 from __future__ import annotations
 

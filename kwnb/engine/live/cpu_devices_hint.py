@@ -54,17 +54,10 @@ def script_devices(tree: ast.AST) -> tuple[int, str] | None:
     return None
 
 
-def _script_tree(script: Path) -> ast.AST:
-    try:
-        return python_source.parse(script.read_text(errors="replace"), str(script))
-    except (OSError, SyntaxError, ValueError):
-        return ast.Module(body=[], type_ignores=[])
-
-
 def _asked(script: Path, env: Mapping[str, str], user: Mapping[str, str]) -> tuple[int, str, str] | None:
     """The CPU devices per process the run asks for, where it says so, and the fix; by JAX's order: the script's
     jax.config.update, then JAX_NUM_CPU_DEVICES, then the last XLA_FLAGS (the script's own over the environment's)."""
-    in_script, in_env = script_devices(_script_tree(script)), env_devices(env)
+    in_script, in_env = script_devices(python_source.parse_file(script) or ast.Module(body=[], type_ignores=[])), env_devices(env)
     if in_script is not None and (in_script[1].startswith("jax.config") or in_env is None
                                   or in_env[1] != NUM_CPU_DEVICES):
         fix = "remove it" if in_script[1].startswith("jax.config") else f"remove it or add {_ONE_EACH}"

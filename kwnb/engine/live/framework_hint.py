@@ -34,9 +34,8 @@ def framework_hint(script: Path, framework: str, env: Mapping[str, str]) -> str:
     """The hint, or "" (another framework, a script that cannot be parsed, or one not written for JAX)."""
     if framework != "tensorflow":
         return ""
-    try:
-        tree = python_source.parse(script.read_text(errors="replace"), str(script))
-    except (OSError, SyntaxError, ValueError):
+    tree = python_source.parse_file(script)
+    if tree is None:
         return ""
     if uses_keras_distribution(tree):
         why = "calls keras.distribution"

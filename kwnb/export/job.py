@@ -22,8 +22,7 @@ from .kubernetes import (IMAGE_NEEDS, FlowList, check_image, check_namespace, ch
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 # The container and its port, by the run's framework (TensorFlow's as in the TFJob, so that both exports read alike);
 # port names have at most 15 characters (IANA_SVC_NAME). A JAX run's port is pod 0's coordinator's.
-CONTAINER_NAMES = {TENSORFLOW.name: "tensorflow", JAX.name: "jax"}
-PORT_NAMES = {TENSORFLOW.name: "tf-grpc", JAX.name: "jax-coordinator"}
+NAMES = {TENSORFLOW.name: ("tensorflow", "tf-grpc"), JAX.name: ("jax", "jax-coordinator")}  # (container, port)
 PORT = 2222  # the port TFJobs use, so that images and policies carry over
 LABEL = "kwnb/job"  # on every object and pod: the Service selects the pods by it, kubectl deletes by it
 ENTRY_DIR = "/kwnb/entry"  # outside the working directory: the user's `import tf_config` must not find ours
@@ -70,11 +69,11 @@ def indexed_job(run: RunDescription, *, image: str | None, job_name: str | None 
     metadata = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": {LABEL: name},
                 "annotations": {"kwnb/run": run.dir.name}}
     user = container_command(command, run)  # python main.py ARGS, or --command: what the entry point runs
-    framework = run_framework(run).name
-    container = {"name": CONTAINER_NAMES[framework], "image": image, "command": ["python", f"{ENTRY_DIR}/k8s_entry.py"],
+    container_name, port_name = NAMES[run_framework(run).name]
+    container = {"name": container_name, "image": image, "command": ["python", f"{ENTRY_DIR}/k8s_entry.py"],
                  "args": user["command"][1:] + user.get("args", []) if command is None else user["command"],
                  "workingDir": workdir, "env": [{"name": k, "value": v} for k, v in env.items()],
-                 "ports": [{"name": PORT_NAMES[framework], "containerPort": PORT}]}
+                 "ports": [{"name": port_name, "containerPort": PORT}]}
     limits = resources(cpu, memory, gpus_per_pod)
     if limits:
         container["resources"] = limits
@@ -85,7 +84,7 @@ def indexed_job(run: RunDescription, *, image: str | None, job_name: str | None 
     files_map = configmap(run, f"{name}-files", metadata, run_files=files, extra=entry)
     mount_files(container, pod_spec, files_map, workdir, scratch=files,
                 places={key: f"{ENTRY_DIR}/{target}" for key, (_, target) in shipped.items()})
-    return name, [files_map, _service(metadata, PORT_NAMES[framework]),
+    return name, [files_map, _service(metadata, port_name),
                   _job(run, metadata, pod_spec, restart_policy, backoff_limit)], notes
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import known_errors, recovery, saves
+from .crashes import is_fault, native_crash
 from . import stacks as stack_dumps
 from ..tasks.view import TaskView
 from . import training_faults as training
@@ -188,8 +189,8 @@ def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | Non
 def killed(task: TaskView, look: Look) -> Diagnosis | None:
     """A kill from outside kwnb, or (the OOM killer's evidence the supervisor gathered) out_of_memory."""
     found, code = look.facts.oom.get(task.position), task.returncode
-    if code is None or task.stop_requested or task.killed_by_kwnb or not (code < 0 or code == 128 + 9):
-        return None
+    if code is None or task.stop_requested or task.killed_by_kwnb or not (code < 0 or code == 128 + 9) or is_fault(code):
+        return None  # (a fault's signal is the process's own: native_crash says it)
     if task.bind_failed:
         return None  # port_taken says it: a JAX coordinator whose port was taken dies of SIGSEGV
     if look.explained(task.position):
@@ -369,6 +370,7 @@ KINDS = (
     Kind("ray_node_lost", ray_node_lost, origin=True, ends=True),  # --backend ray: which tasks the node held
     Kind("ray_memory_monitor", ray_memory_monitor, origin=True, ends=True, each_task=True),
     Kind("killed", killed, origin=True, ends=True, each_task=True),
+    Kind("native_crash", native_crash, origin=True, ends=True, each_task=True),  # SIGSEGV, SIGABRT, ...: its own
     Kind("out_of_memory", None, origin=True, ends=True),  # killed's, with the OOM killer's evidence
     Kind("error", error, origin=True, ends=True, each_task=True),
     Kind("same_save_path", saves.same_save_path, origin=True, ends=True),  # a failed save's, or every worker's

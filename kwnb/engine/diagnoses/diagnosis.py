@@ -117,15 +117,21 @@ class Look:
         return [task for task in self.view.tasks if task.task_type != "evaluator"]
 
 
+# The signals a process raises on itself when its compiled code faults (a kill from outside is another signal).
+FAULTS = {signal.SIGSEGV: "a segmentation fault", signal.SIGBUS: "a bus error",
+          signal.SIGILL: "an illegal instruction", signal.SIGFPE: "an arithmetic fault", signal.SIGABRT: "an abort"}
+
+
 def signal_name(number: int) -> str:
     return signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
 
 
 def ended(task: TaskView) -> str:
-    """How a task ended, in words: 'was killed by SIGKILL', 'exited normally', 'crashed (exit code 1)'."""
+    """How a task ended, in words: 'was killed by SIGKILL', 'crashed with SIGSEGV' (a fault's signal is the
+    process's own, engine/diagnoses/crashes.py), 'exited normally', 'crashed (exit code 1)'."""
     code = task.returncode
     if code is not None and code < 0:
-        return f"was killed by {signal_name(-code)}"
+        return f"crashed with {signal_name(-code)}" if -code in FAULTS else f"was killed by {signal_name(-code)}"
     return "exited normally" if code == 0 else f"crashed (exit code {code})"
 
 

@@ -137,6 +137,21 @@ class BindFailure(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NativeCrash(Event):
+    """`Fatal Python error: Segmentation fault` and each thread's Python stack, as faulthandler (on in every task:
+    kwnb/task/bootstrap.py) prints them when compiled code faults. `frames`: the thread that ran the user's code
+    (else the longest), outermost first as in a traceback; `user_frame`: its innermost frame in the user's files."""
+    error: str
+    frames: tuple[Frame, ...] = ()
+    user_frame: Frame | None = None
+    kind = "native_crash"
+
+    @property
+    def innermost(self) -> Frame | None:
+        return self.frames[-1] if self.frames else None
+
+
+@dataclass(frozen=True, kw_only=True)
 class InputExhausted(Event):
     """The input ran out: Keras' "Your input ran out of data" warning (fit returns, exit 0), or tf.data's
     OutOfRangeError "End of sequence" in a custom loop; `step`/`steps` from the progress bar it interrupted."""

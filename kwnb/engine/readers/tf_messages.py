@@ -25,6 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from . import fault_dump
 from .lines import LineSplitter
 from .wrapped import WrappedError, wraps
 from .tf_events import AgentConnected, BindFailure, CollectiveMismatch, Event, Frame, InputExhausted, Keras3PerReplica, NonFiniteLoss, PeerUnavailable, PythonTraceback, ServerStarted, Task, TaskConnected, Unhealthy, WaitingForPeers
@@ -35,7 +36,7 @@ MARKERS = (
     "Started server with target", "has connected to coordination service", "Coordination agent has",
     "tasks to connect.", "Example stragglers:", "/task:", "unhealthy", "UNAVAILABLE", "grpc_status:14",
     "Traceback (most recent call last):", "PerReplica:", "Could not start gRPC server", "Failed to add port",
-    "Your input ran out of data", "Collective instance", "collective instance", "nan", "NaN", "inf",
+    "Your input ran out of data", "Collective instance", "collective instance", "nan", "NaN", "inf", fault_dump.MARKER,
 )
 
 _TASK = re.compile(r"/job:([\w-]+)(?:/replica:\d+)?/task:(\d+)")
@@ -145,6 +146,7 @@ class TfLogScanner:
         self._list = None  # (event class, fields, evidence) while task lines may follow a header
         self._remote: tuple[str, Task] | None = None  # the last "remote target" line, for its status line
         self._add_port: str | None = None
+        self._fault: fault_dump.FaultDump | None = None  # a faulthandler dump being read
         self._seen: set = set()
         self.stats = {"lines": 0, "regex": 0}
 
@@ -161,13 +163,16 @@ class TfLogScanner:
         events: list[Event] = []
         if self._wrapped is not None:
             self._unwrap(events)
+        if self._fault is not None:
+            events.append(self._fault.crash())
+            self._fault = None
         return events
 
     def take(self, body: str) -> list[Event]:
         """The events of whole pieces of output, each ended by `\n` or `\r`, as a task's reader hands them."""
         if not body:
             return []
-        if self._tb is None and self._list is None and self._wrapped is None and \
+        if self._tb is None and self._list is None and self._wrapped is None and self._fault is None and \
                 not any(marker in body for marker in MARKERS):
             return []  # (an open traceback, list or wrapped error ends at a later line: read whatever it holds)
         return self._lines(body)
@@ -180,6 +185,11 @@ class TfLogScanner:
         return events
 
     def _line(self, line: str, events: list) -> None:
+        if self._fault is not None:
+            if self._fault.take(line):
+                return
+            events.append(self._fault.crash())
+            self._fault = None
         if self._wrapped is not None and self._wrapped_line(line, events):
             return
         if self._tb is not None and self._traceback_line(line, events):
@@ -191,6 +201,8 @@ class TfLogScanner:
         self.stats["lines"] += 1
         if line.endswith("Traceback (most recent call last):"):
             self._tb = _Traceback(lines=["Traceback (most recent call last):"])
+        elif fault_dump.MARKER in line:
+            self._fault = fault_dump.FaultDump(line, self._is_user)
         elif "tasks to connect." in line:
             self._waiting(line, events)
         elif "The following tasks are unhealthy" in line:

@@ -21,6 +21,7 @@ from ...task.runfolder import RunFolder
 from ...task.tf_config import TaskId, address_of
 from ..readers import jax_messages as jax
 from ..readers import tf_messages as tf
+from ..readers.tf_events import NativeCrash
 from ..readers.follow import FileFollower
 from ..readers.metrics import MetricsParser
 from ..readers.output import Lines, TaskOutput
@@ -64,6 +65,7 @@ class Signals:
     input_exhausted: tuple | None = None  # (time, InputExhausted): the first
     mismatch: tuple | None = None  # (time, CollectiveMismatch): the first
     nonfinite: tuple | None = None  # (time, NonFiniteLoss): the first loss line printed as NaN or inf
+    native_crash: tuple | None = None  # (time, NativeCrash): faulthandler's dump of a fault in compiled code
     jax_joining: tuple | None = None  # (time, JaxJoining): jax.distributed.initialize() began
     gloo_failure: tuple | None = None  # (time, GlooFailed): the first collective a gone peer broke
     coordination_timeout: tuple | None = None  # (time, CoordinationTimeout): JAX's coordinator gave up on a process
@@ -95,6 +97,8 @@ class Signals:
                 self.mismatch = self.mismatch or (now, event)
             elif isinstance(event, tf.NonFiniteLoss):
                 self.nonfinite = self.nonfinite or (now, event)
+            elif isinstance(event, NativeCrash):
+                self.native_crash = (now, event)
             else:
                 self._record_jax(event, now)
 

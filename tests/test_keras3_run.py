@@ -16,9 +16,24 @@ SCRIPT = Path(__file__).parent / "scripts" / "keras3_fit.py"
 EPOCHS, STEPS = 3, 12  # keras3_fit.py
 
 
+def keras3_race(run) -> bool:
+    """The run failed only in Keras 3's own race under a tf.distribute strategy: evaluate() peeks a batch to build
+    the model, then drops the iterator while TensorFlow still prefetches (keras/src/backend/tensorflow/trainer.py,
+    `_maybe_symbolic_build` then `epoch_iterator.reset()`), and the task faults (SIGSEGV, or SIGABRT after
+    "terminate called without an active exception"). Measured on Keras 3.15.1 and TF 2.21: in about 1 run of 8 with
+    other runs sharing the 2 cores, in none of 11 on a quiet machine; never anywhere else in the run."""
+    crashes = [d for d in run.diagnoses if d.kind == "native_crash"]
+    return bool(crashes) and all("epoch_iterator.py line" in d.message and ", in reset" in d.message for d in crashes)
+
+
 def test_keras3_tasks_training_alone_are_told_not_distributed_and_drawn(tmp_path):
-    run = kwnb.launch(SCRIPT, n=2, args="1 mirrored", runs_dir=tmp_path / "runs", cwd=tmp_path, stall_after=120,
-                      name="keras3-mirrored")
+    def launch(attempt: int):
+        return kwnb.launch(SCRIPT, n=2, args="1 mirrored", runs_dir=tmp_path / f"runs-{attempt}", cwd=tmp_path,
+                           stall_after=120, name="keras3-mirrored")
+
+    run = launch(1)
+    if run.wait(240) != [0, 0] and keras3_race(run):  # told as that crash (native_crash): once more, as its fix says
+        run = launch(2)
     assert run.wait(240) == [0, 0], run.summary()
     assert [d.kind for d in run.diagnoses] == ["not_distributed"], run.summary()
     said = run.diagnoses[0].message

@@ -45,14 +45,15 @@ $(CHP): | $(SETUP_STAMP)
 setup: $(SETUP_STAMP) $(CHP)
 
 # A second venv holding Colab's published versions, then kwnb (editable, tf extra) installed under the same
-# constraints: tests/test_colab_env.py checks that this changed none of them and runs notebooks in its kernel.
+# constraints (and pytest, for the core tests on its Python 3.13): tests/test_colab_env.py checks that this changed
+# none of them, runs the core tests there and runs notebooks in its kernel.
 # About 4 minutes and 2.4 GB (docs/testing.md); without python3.13, one line says its tests skip.
 $(COLAB_STAMP): pyproject.toml constraints/colab.txt
 	@if [ -z "$(PYTHON_COLAB)" ]; then echo "colab-env: no python3.13, so the Colab environment's tests skip"; \
 	else rm -rf $(COLAB_VENV) && $(PYTHON_COLAB) -m venv $(COLAB_VENV) \
 		&& $(COLAB_VENV)/bin/python -m pip install --quiet --upgrade pip \
 		&& $(COLAB_VENV)/bin/python -m pip install --quiet -r constraints/colab.txt \
-		&& $(COLAB_VENV)/bin/python -m pip install --quiet -c constraints/colab.txt -e ".[tf]" \
+		&& $(COLAB_VENV)/bin/python -m pip install --quiet -c constraints/colab.txt -e ".[tf]" pytest pytest-timeout \
 		&& touch $(COLAB_STAMP) || echo "colab-env: the install failed, so the Colab environment's tests skip"; fi
 
 colab-env: $(COLAB_STAMP)

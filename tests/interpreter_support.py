@@ -20,6 +20,15 @@ for name in names:
 print(len(names), kwnb.__file__)
 """
 
+# The unit tests that need no TensorFlow (not marked slow), run again under each other Python (tests/test_pythons.py;
+# tests/test_colab_env.py runs them and more on 3.13): the launch settings and options, a task's environment (a real
+# local 2-task run among them), the cluster's plan, GPUs and limits as tasks get them, and the readers of
+# TensorFlow's output (the terminal's rendering, its messages, the curves) on kept logs. 675 tests in 14 s of pytest
+# a Python here (10 CPU-s).
+UNIT_TESTS = ["tests/test_settings.py", "tests/test_backends.py", "tests/test_task_env.py", "tests/test_cluster.py",
+              "tests/test_gpus.py", "tests/test_limits.py", "tests/test_sizes.py", "tests/test_terminal.py",
+              "tests/test_line_path.py", "tests/test_tf_messages.py", "tests/test_metrics.py"]
+
 
 def python_of(version: str) -> Path | None:
     """A python`version` on PATH that runs (a pyenv shim may not), else pyenv's own: the Makefile's find_python."""

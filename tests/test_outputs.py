@@ -3,6 +3,8 @@ subprocess (where the kernel has not loaded matplotlib) are the files drawn in-p
 is drawn with Pillow; only the shown tab is kept current; the overview puts the task that matters first."""
 from __future__ import annotations
 
+import importlib
+
 import io
 import json
 import subprocess
@@ -160,14 +162,25 @@ def test_the_run_is_done_when_its_tasks_end_and_its_pictures_follow(tmp_path, mo
     assert f"curves: {run.dir / 'curves.png'}" in summary.read_text()
 
 
+def publish_display_data_with(monkeypatch, replacement) -> None:
+    """IPython's publish_display_data replaced where display() finds it: IPython.core.display_functions since
+    IPython 8, IPython.core.display in 7.34 (Colab's); IPython.display re-exports it."""
+    for where in ("IPython.core.display_functions", "IPython.core.display", "IPython.display"):
+        try:
+            module = importlib.import_module(where)
+        except ImportError:
+            continue
+        if hasattr(module, "publish_display_data"):
+            monkeypatch.setattr(module, "publish_display_data", replacement)
+
+
 def test_the_first_live_dashboard_of_a_session_says_what_to_look_at_and_no_later_one(tmp_path, monkeypatch):
     from kwnb.notebook import dashboard
 
     monkeypatch.setattr(dashboard, "_guide_shown", [False])  # a new kernel session
     # Shown without a shell: IPython's display and update_display would make an InteractiveShell singleton,
     # which a later test's TerminalInteractiveShell (test_magics) cannot replace.
-    for where in ("IPython.core.display_functions", "IPython.display"):
-        monkeypatch.setattr(f"{where}.publish_display_data", lambda *args, **kwargs: None)
+    publish_display_data_with(monkeypatch, lambda *args, **kwargs: None)
     script = tmp_path / "sleepy.py"
     script.write_text("import time\ntime.sleep(30)\n")  # still going when shown, on a loaded machine too
     boards = []
@@ -229,8 +242,7 @@ def test_a_summary_said_to_come_below_leaves_the_final_account_sent_once_without
     from kwnb.notebook import dashboard
 
     sent = []
-    for where in ("IPython.core.display_functions", "IPython.display"):  # no shell (see the guide's test)
-        monkeypatch.setattr(f"{where}.publish_display_data", lambda data, *a, **k: sent.append(data))
+    publish_display_data_with(monkeypatch, lambda data, *a, **k: sent.append(data))  # no shell (the guide's test)
     monkeypatch.setattr(f"IPython.display.display", lambda *a, **k: None)
     script = tmp_path / "fit.py"
     script.write_text(FIT)

@@ -16,17 +16,10 @@ from packaging.requirements import Requirement
 
 import kwnb
 from colab_support import run_in
-from interpreter_support import IMPORT_ALL, ROOT, checkout_env, python_of
+from interpreter_support import IMPORT_ALL, ROOT, UNIT_TESTS, checkout_env, python_of
 
 SCRIPTS = Path(__file__).parent / "scripts"
 VERSIONS = ["3.10", "3.12"]
-# The unit tests that need no TensorFlow (not marked slow), run again under each Python: the launch settings and
-# options, a task's environment (a real local 2-task run among them), the cluster's plan, GPUs and limits as tasks
-# get them, and the readers of TensorFlow's output (the terminal's rendering, its messages, the curves) on kept
-# logs. 675 tests in 14 s of pytest a Python here (10 CPU-s).
-UNIT_TESTS = ["tests/test_settings.py", "tests/test_backends.py", "tests/test_task_env.py", "tests/test_cluster.py",
-              "tests/test_gpus.py", "tests/test_limits.py", "tests/test_sizes.py", "tests/test_terminal.py",
-              "tests/test_line_path.py", "tests/test_tf_messages.py", "tests/test_metrics.py"]
 
 
 def test_the_package_names_the_pythons_tested():

@@ -128,6 +128,26 @@ def test_segments_follow_phases_across_a_restart():
     assert vitals.time_in(until=15.0) == {"starting": 4.0, "joining": 1.0, "training": 9.0}
 
 
+def test_a_join_read_in_the_same_piece_as_training_is_still_a_phase_from_the_servers_start():
+    """A loaded machine may read a restarted chief's server start, its join and its first epoch in one piece (CI saw
+    its phases go starting, training): it joined all the same, from when its server came up."""
+    from kwnb.engine.tasks.status import Phase
+
+    joined = Vitals()
+    joined.restarted(10.0)
+    assert joined.update(Phase.TRAINING, 1, now=14.0, server_at=13.5)
+    assert joined.phases == [(10.0, Phase.STARTING), (13.5, Phase.JOINING), (14.0, Phase.TRAINING)]
+    alone = Vitals()  # a script that joins no cluster: no server, no joining
+    alone.restarted(10.0)
+    assert alone.update(Phase.TRAINING, 1, now=14.0)
+    assert alone.phases == [(10.0, Phase.STARTING), (14.0, Phase.TRAINING)]
+    read_apart = Vitals()  # read in two pieces: joining as seen, nothing added
+    read_apart.restarted(10.0)
+    read_apart.update(Phase.JOINING, None, now=12.0, server_at=12.0)
+    read_apart.update(Phase.TRAINING, 1, now=14.0, server_at=12.0)
+    assert [phase for _, phase in read_apart.phases] == [Phase.STARTING, Phase.JOINING, Phase.TRAINING]
+
+
 def test_an_ended_task_shows_its_rate_over_its_training_as_the_summary_does():
     """The overview showed "-" for the rate of every ended task (a past run's table had no rate at all),
     while the summary's table gave each task's steps per second over its training."""

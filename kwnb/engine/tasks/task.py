@@ -325,7 +325,7 @@ class Task(Named):
         """Note the phase and step the task is at (engine/tasks/vitals.py); whether the phase changed."""
         trained = _rows_mark(self.metrics) != self._rows_at_start
         phase = phase_of(self.status, self.signals, self.metrics, trained, self.serves, self.port_open_at is not None)
-        return self.vitals.update(phase, last_step(self.metrics.steps), now)
+        return self.vitals.update(phase, last_step(self.metrics.steps), now, self.signals.server_at)
 
     def _took(self, lines: Lines) -> None:
         """The reader's first sink (under the run's state lock): the metrics and signals read its whole pieces."""

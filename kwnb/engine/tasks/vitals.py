@@ -62,11 +62,16 @@ class Vitals:
     def phase(self) -> Phase:
         return self.phases[-1][1] if self.phases else Phase.STARTING
 
-    def update(self, current: Phase, step: int | None, now: float) -> bool:
-        """Note the task's phase and its latest global step; returns whether the phase changed."""
+    def update(self, current: Phase, step: int | None, now: float, server_at: float | None = None) -> bool:
+        """Note the task's phase and its latest global step; returns whether the phase changed. `server_at`: when
+        this attempt's server came up. A task whose server started and joined within one read of its log (a loaded
+        machine reads it seldom) went from starting to training at once; it joined all the same, from then."""
         self._note_step(step, now)
         if current == self.phase and self.phases:
             return False
+        if server_at is not None and self.phases and self.phase == Phase.STARTING and \
+                current in (Phase.TRAINING, Phase.FINISHING):
+            self.phases.append((min(server_at, now), Phase.JOINING))
         self.phases.append((now, current))
         return True
 

@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sysconfig
 import time
 from pathlib import Path
 
@@ -132,6 +133,10 @@ def start_pod(objects: dict, index: int, root: Path, network: slurm_netns.Networ
     hosts.write_text(pod_hosts(objects, addresses, index))
     hostname = f"{objects['Job']['metadata']['name']}-{index}"
     env.update(HOME=str(root), HOSTNAME=hostname)  # the container runtime's and Kubernetes' own
+    # The image's Python has jax and keras. The entry point runs without site (-S: lay_out_pod), so that it cannot
+    # import kwnb, and a JAX run's script runs in its process: its packages come from PYTHONPATH, which does not
+    # run the .pth hook of kwnb's editable install.
+    env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
     output = root / "output.log"
     with open(output, "w") as log:
         process = subprocess.Popen([*network.enter(host), shutil.which("unshare"), "--mount", "--uts", "sh", "-c",
@@ -145,9 +150,10 @@ def epoch_losses(output: str) -> list[str]:
     return re.findall(r"^\d+/\d+ - .*\bloss: ([0-9.]+)", output, re.MULTILINE)
 
 
-@needs_jax
-@pytest.mark.slow
-def test_two_pods_in_their_own_networks_train_together(tmp_path, in_tmp_folder):
+def run_pods(tmp_path, script: str) -> tuple[list[int | None], list[str], list[float]]:
+    """The exported job of `script` (beside it corpus' tiny.py) as two pods, each in a network namespace of its own:
+    their exit codes, outputs and seconds from their start to their end (None and the deadline for one still
+    running at 240 s, which is then killed)."""
     try:
         slurm_netns.check()
         missing = [tool for tool in ("unshare", "mount", "hostname") if not shutil.which(tool)]
@@ -158,14 +164,19 @@ def test_two_pods_in_their_own_networks_train_together(tmp_path, in_tmp_folder):
         pytest.skip(f"no network namespaces here: {why}")
     processes = []
     try:
-        run_dir = jax_run(tmp_path, (CORPUS / "jax_clean_fit.py").read_text(),
-                          {"tiny.py": (CORPUS / "tiny.py").read_text()})
+        run_dir = jax_run(tmp_path, script, {"tiny.py": (CORPUS / "tiny.py").read_text()})
         objects = check_manifest(export_run(run_dir, to="job", image="img:1").yaml, run_dir)
         addresses = [network.address(host) for host in network.nodes]
+        started = time.monotonic()
         processes = [start_pod(objects, index, tmp_path / f"pod-{index}", network, host, addresses)
                      for index, host in enumerate(network.nodes)]
-        deadline = time.monotonic() + 240  # within pytest's 300 s; it took 16 s here (JAX alone would wait 300 s)
-        codes = [process.wait(timeout=max(1.0, deadline - time.monotonic())) for process, _ in processes]
+        deadline = started + 240  # within pytest's 300 s
+        codes, took = [None, None], [240.0, 240.0]
+        while None in codes and time.monotonic() < deadline:
+            for index, (process, _) in enumerate(processes):
+                if codes[index] is None and process.poll() is not None:
+                    codes[index], took[index] = process.returncode, time.monotonic() - started
+            time.sleep(0.2)
         outputs = [output.read_text() for _, output in processes]
     finally:
         for process, _ in processes:
@@ -173,9 +184,34 @@ def test_two_pods_in_their_own_networks_train_together(tmp_path, in_tmp_folder):
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         network.remove()
+    return codes, outputs, took
+
+
+@needs_jax
+@pytest.mark.slow
+def test_two_pods_in_their_own_networks_train_together(tmp_path, in_tmp_folder):
+    codes, outputs, _ = run_pods(tmp_path, (CORPUS / "jax_clean_fit.py").read_text())  # 16 s here
     assert codes == [0, 0], outputs
     assert "the coordinator, listening on [::]:2222" in outputs[0] and "coordinator main-0.main:2222" in outputs[1]
     for output in outputs:
         assert "[Gloo] Rank" in output, output  # JAX's join: each process connected to its peer
     losses = [epoch_losses(output) for output in outputs]
     assert len(losses[0]) == 2 and losses[0] == losses[1], outputs  # one model, all-reduced: the same losses
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_pod_whose_script_raises_ends_at_once_with_the_scripts_traceback(tmp_path, in_tmp_folder):
+    """JAX alone holds a process that raised at its shutdown barrier for up to 300 s; the pod's entry point runs the
+    script with kwnb's hook (task/jax_task.py), so the pod ends as soon as the traceback is printed."""
+    script = (CORPUS / "jax_clean_fit.py").read_text().replace(
+        "x, y = ", "if process_id == 1:\n    raise ValueError('bad shard')\nx, y = ", 1)
+    codes, outputs, took = run_pods(tmp_path, script)
+    print(f"the pods ended after {took[0]:.1f} s and {took[1]:.1f} s, exit codes {codes}")
+    assert codes[1] == 1, outputs[1]
+    assert "[Gloo] Rank" in outputs[1], outputs[1]  # it raised after joining, where JAX would hold it
+    traceback = outputs[1][outputs[1].index("Traceback (most recent call last):"):]
+    assert re.fullmatch(r'  File ".*/main\.py", line \d+, in <module>', traceback.splitlines()[1]) and \
+        traceback.rstrip().endswith("ValueError: bad shard"), traceback  # from the script's own frame on
+    assert took[1] < took[0] and took[1] < 120, (took, outputs)  # JAX alone: 300 s more
+    assert codes[0] not in (None, 0), (codes, outputs[0][-3000:])  # its peer gone: pod 0 cannot finish

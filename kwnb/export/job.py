@@ -124,9 +124,9 @@ def _notes(run: RunDescription, name: str, files: bool, gpus_per_pod: int) -> li
         notes.append("the run used GPUs; add --gpus-per-pod N to request them in the cluster")
     jax = run_framework(run) == JAX
     if jax:
-        notes.append("--framework jax: when one pod fails, JAX's own timeouts (up to 300 s; a script that raises waits "
-                     "that long at exit too) pass before its pods end; kwnb ends a run's tasks at once only where it "
-                     "runs them itself")
+        notes.append("--framework jax: a pod whose script raises ends at once (its entry point runs the script with "
+                     "kwnb's hook); the others end when their next collective fails, or after JAX's own timeouts "
+                     "(up to 300 s) where they wait on it; kwnb ends a run's tasks at once only where it runs them")
     if not files:
         *first, last = [target for _, target in entry_files(run).values()]
         shipped = f"{', '.join(first)} and {last}"

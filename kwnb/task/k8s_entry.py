@@ -10,12 +10,16 @@ and a copy of each module it uses in the job's ConfigMap, so the image needs no 
 
     python k8s_entry.py main.py ARGS...   # then runs `python main.py ARGS` (this Python)
     python k8s_entry.py COMMAND ARGS...   # or any other command (--command), its variables set
+
+A JAX run's script runs in this process, as kwnb runs it where it places the tasks (task/bootstrap.py): with
+jax_task's hook an uncaught exception ends the pod at once, where JAX's shutdown barrier held it up to 300 s.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import os
+import runpy
 import sys
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by Kubernetes in each pod of an Indexed Job
@@ -94,11 +98,34 @@ def main(argv: list[str]) -> None:
     # exec, not a child: the command keeps PID 1 and so gets the pod's SIGTERM, and a script sees
     # the sys.argv, __main__, sys.path[0] and working directory that `python main.py ARGS` gives it.
     command = [sys.executable, *argv] if argv[0].endswith(".py") else argv
+    jax_task = _jax_task(os.environ)
+    if jax_task is not None and argv[0].endswith(".py"):
+        run_here(argv, jax_task)
+        return
     try:
         os.execvp(command[0], command)
     except OSError as error:
         print(f"kwnb: cannot run {command[0]}: {error.strerror or error}", file=sys.stderr)
         sys.exit(127)  # a shell's code for a command it cannot find
+
+
+def run_here(argv: list[str], jax_task) -> None:
+    """`python main.py ARGS` in this process (still PID 1, so the pod's SIGTERM reaches the script): the script's
+    __main__, sys.argv and sys.path[0] as Python gives them, and an uncaught exception printed from the script's
+    first frame on, then the process ended at once (jax_task.prepare)."""
+    script = os.path.abspath(argv[0])
+    sys.argv, sys.path[0] = list(argv), os.path.dirname(script)
+
+    def from_the_script(kind, value, tb) -> None:
+        first = tb
+        while first is not None and first.tb_frame.f_code.co_filename != script:
+            first = first.tb_next  # this file's and runpy's frames say nothing about the script
+        first = first or tb
+        # The exception's own __traceback__ is what Python prints (the hook's argument alone is not enough).
+        sys.__excepthook__(kind, value.with_traceback(first) if value is not None else value, first)
+
+    jax_task.prepare(from_the_script)
+    runpy.run_path(script, run_name="__main__")
 
 
 if __name__ == "__main__":

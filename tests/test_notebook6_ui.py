@@ -4,8 +4,9 @@ headless Chromium: two real 2-worker runs.
 Colab's runtime (.venv-colab: notebook 6.5.7, ipywidgets 7.7.1, widgetsnbextension 3.6.10, ipykernel
 6.17.1, IPython 7.34, Python 3.13) serves the page on 127.0.0.1 with a token and its own folders
 (ui_support/notebook6.py); its kernels import this checkout's kwnb. One scenario (module fixture `ui`,
-ui_support/classic_page.py): a quick run watched about three times a second to its end, then a long run
-stopped with its dashboard's Stop button while it trains. Screenshots go to build/ui-screenshots/notebook6-*.png.
+ui_support/classic_page.py): a quick run watched about three times a second to its end, then a long run, the
+page reloaded while it trains, and the run stopped with the reloaded page's Stop button. Screenshots go to
+build/ui-screenshots/notebook6-*.png.
 Skipped, saying why, where chromium, python3.13 or the Colab environment (`make colab-env`) is missing.
 """
 from __future__ import annotations
@@ -119,6 +120,18 @@ def test_the_widgets_show_and_their_static_account_does_not(ui):
     seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"], o["account_boxes"])
             for o in [s["first_output"] for s in ui["snapshots"] if s] + [ui["final"]["first_output"]]}
     assert seen == {(1, 1, 0, 0)}, f"(dashboards in the run's cell, in the page, static accounts, their boxes): {seen}"
+
+
+def test_a_page_reloaded_mid_run_draws_both_dashboards_again_and_the_running_one_moves_on(ui):
+    """A learner reloads the page while a run trains (saved first, as Notebook's autosave does every 2 minutes):
+    the saved outputs' dashboards are drawn again from the widgets the kernel still holds, the running one goes on
+    updating, and its Stop button then works (the next test)."""
+    before, after = ui["before_reload"], ui["reloaded"]
+    assert ui["dashboards_after_reload"] == 2, ui["dashboards_after_reload"]
+    assert after is not None and after["title"].startswith("RUNNING") and "endless" in after["title"], after
+    assert after["labels"] == before["labels"], (before["labels"], after)
+    assert after["bars"][0] >= before["bars"][0] and ui["before_stop"]["bars"][0] > after["bars"][0], \
+        (before["bars"], after["bars"], ui["before_stop"]["bars"])
 
 
 def test_the_stop_button_stops_a_run_that_trains(ui):

@@ -96,7 +96,7 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
                 record["server_version"] = json.load(response)["version"]
             watch_to_the_end(page, frontend, record, started)
             record["kernel_says"] = page.locator("#notebook .cell").first.locator(".output_area").inner_text()
-            stop_while_training(page, frontend, record, started)
+            stop_while_training(page, frontend, record, started, answers)
     finally:
         record["timings"]["total"] = time.monotonic() - started
         record["server_log"] = tail(base / "home" / "notebook6.log")
@@ -105,12 +105,14 @@ def record_classic_session(frontend: Frontend, base: Path) -> dict:
 
 
 def watch_widget_listing(page) -> list[str]:
-    """The kernel's answers to "which widgets do you have" (comm_info_reply) as the page receives them."""
+    """The kernel's answers to "which widgets do you have" as the page receives them: comm_info_reply, or once the
+    kernel has imported ipywidgets (a page reloaded mid-run), its control comm's update_states."""
     answers: list[str] = []
 
-    def frames(socket) -> None:
-        socket.on("framereceived", lambda payload: answers.append(payload)
-                  if isinstance(payload, str) and '"comm_info_reply"' in payload else None)
+    def frames(socket) -> None:  # update_states carries the widgets' buffers (the curves' PNG): a binary frame
+        socket.on("framereceived", lambda payload: answers.append(payload) if any(
+            mark in payload for mark in (('"comm_info_reply"', '"update_states"') if isinstance(payload, str)
+                                         else (b'"comm_info_reply"', b'"update_states"'))) else None)
     page.on("websocket", frames)
     return answers
 
@@ -163,13 +165,18 @@ def watch_to_the_end(page, frontend: Frontend, record: dict, started: float) -> 
     record["screenshots"]["final"] = shot(page.locator(DASHBOARD), f"{frontend.prefix}dashboard-finished.png")
 
 
-def stop_while_training(page, frontend: Frontend, record: dict, started: float) -> None:
-    """Run the long run's cell; once both tasks train and the chief's bar moved, click its Stop button."""
+def stop_while_training(page, frontend: Frontend, record: dict, started: float, answers: list) -> None:
+    """Run the long run's cell; once both tasks train and the chief's bar moved, reload the page (saved first, as
+    autosave does), and once the reloaded page's dashboard moves on, click its Stop button."""
     select_cell(page, 2)
     menu(page, "celllink", "run_cell")
     page.locator(DASHBOARD).nth(1).wait_for(timeout=60_000)
     training = sample_until(page, record["stopping"], started, seconds=120,
                             done=lambda s: running(s) and "endless" in s["title"] and s["bars"][0] > 0)
+    record["before_reload"] = training
+    reload_while_training(page, frontend, record, started, answers)
+    training = sample_until(page, record["stopping"], started, seconds=60, done=lambda s: running(s) and
+                            s["bars"][0] > record["reloaded"]["bars"][0])
     record["before_stop"] = training
     page.locator(DASHBOARD).nth(1).locator("button").first.click()
     record["timings"]["stop_clicked"] = time.monotonic() - started
@@ -180,3 +187,19 @@ def stop_while_training(page, frontend: Frontend, record: dict, started: float) 
                                      and len(s["headers"]) == len(s["labels"]))
     record["timings"]["stopped"] = time.monotonic() - started
     record["screenshots"]["stopped"] = shot(page.locator(DASHBOARD).nth(1), f"{frontend.prefix}dashboard-stopped.png")
+
+
+def reload_while_training(page, frontend: Frontend, record: dict, started: float, answers: list) -> None:
+    """Save the notebook, reload its page and wait until the widgets extension has listed the kernel's widgets
+    again: the saved outputs' dashboards are then drawn from the widgets the kernel still holds."""
+    page.evaluate("() => Jupyter.notebook.save_checkpoint()")
+    page.wait_for_function("() => !Jupyter.notebook.dirty && Jupyter.notebook.last_modified", timeout=30_000)
+    answers.clear()
+    page.reload()
+    frontend.wait_idle(page)
+    wait_widgets_listed(page, answers)
+    record["timings"]["reloaded"] = time.monotonic() - started
+    page.locator(DASHBOARD).nth(1).wait_for(timeout=30_000)
+    record["reloaded"] = sample_until(page, record["stopping"], started, seconds=30, done=running)
+    record["dashboards_after_reload"] = page.locator(DASHBOARD).count()
+    record["screenshots"]["reloaded"] = shot(page.locator(DASHBOARD).nth(1), f"{frontend.prefix}dashboard-reloaded.png")

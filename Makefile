@@ -124,7 +124,6 @@ OTHER_STAMPS := $(OTHER_PYTHONS:%=.venv-py%/.kwnb-installed)
 		&& touch $@ || echo "pythons: the install into .venv-py$* failed, so its tests skip"; fi
 
 pythons: $(OTHER_STAMPS)
-test: pythons
 clean: clean-pythons
 clean-pythons:
 	rm -rf $(OTHER_PYTHONS:%=.venv-py%)
@@ -135,11 +134,17 @@ demo: setup
 
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
-# Two pytest-xdist workers, a file each at a time (the longest first: conftest.py): much of the suite waits
-# on processes it started, so two at once on 2 cores gain time (docs/testing.md); PARALLEL=0 runs one at a time.
-PARALLEL ?= 2
+# What they need is installed four at a time (apt and the venvs wait on the network, not the CPUs; output kept
+# per target), then the proxy, which needs system-deps' npm.
+# Three pytest-xdist workers, a file each at a time (the longest first: conftest.py): with two, the cores were
+# busy 72 % of the run, since many files wait on processes they started (docs/testing.md); PARALLEL=0 runs
+# one at a time.
+PARALLEL ?= 3
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
-test: system-deps setup colab-env colab-widgets8-env
+PREPARED := system-deps $(SETUP_STAMP) colab-env colab-widgets8-env pythons
+test:
+	@$(MAKE) --no-print-directory -j4 -O $(PREPARED)
+	@$(MAKE) --no-print-directory setup
 	$(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).

@@ -136,10 +136,10 @@ demo: setup
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
 # What they need is installed four at a time (apt and the venvs wait on the network, not the CPUs; output kept
 # per target), then the proxy, which needs system-deps' npm.
-# Three pytest-xdist workers, a file each at a time (the longest first: conftest.py): with two, the cores were
-# busy 72 % of the run, since many files wait on processes they started (docs/testing.md); PARALLEL=0 runs
-# one at a time.
-PARALLEL ?= 3
+# Two pytest-xdist workers, a file each at a time (the longest first: conftest.py): much of the suite waits
+# on processes it started, so two at once on 2 cores gain time; three lost it (CPU 3077 -> 3970 s: TensorFlow's
+# tasks crowd each other out; docs/testing.md). PARALLEL=0 runs one at a time.
+PARALLEL ?= 2
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
 PREPARED := system-deps $(SETUP_STAMP) colab-env colab-widgets8-env pythons
 test:

@@ -65,20 +65,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         slurm_support.ensure_started()
 
 
-# Under pytest-xdist (`make test` runs `-n 3 --dist loadfile --no-loadscope-reorder`), each file is run by one worker
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadfile --no-loadscope-reorder`), each file is run by one worker
 # in its order (a notebook's cells share a kernel; a module's fixtures are made once; only tests/test_ray.py uses the
 # Ray cluster). Files are handed out in the order below, the longest first, so that none starts last alone; the
 # others follow in their usual order.
 # Seconds each took in the clean-clone run of 2026-11-27 (one at a time, load average 7-14): docs/testing.md.
 LONGEST_FIRST = (
     # The Ray cluster's raylets must register within Ray's fixed 30 s: beside the corpus's four runs at a time they
-    # missed it four times of four once, so the other workers start with notebook 06 (one run at a time) and the
-    # warm starts (one or two), and the corpus waits for the first of them to end (about 200 s, two workers).
+    # missed it four times of four once, so the other worker starts with notebook 06 (one run at a time).
     "tests/test_ray.py",  # 341: the 3-node cluster's start, then 2-worker jobs across its nodes
     "notebooks/06_break_it.ipynb",  # 254: one real run per mistake
-    "tests/test_warm.py",  # 209
     "tests/test_corpus.py",  # 333: every entry a real run, 4 at a time
-    "tests/test_colab_env.py",  # 284 with two workers, mostly waiting on its kernels' and pip's processes
+    "tests/test_warm.py",  # 209
     "tests/test_jupyterlab_ui.py",  # 193 alone (load 4.5-8): a browser session per kernel, ipykernel 7 and 6.17
     "tests/test_training_faults.py",  # 135
     "notebooks/02_custom_training_loop.ipynb",  # 135

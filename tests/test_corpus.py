@@ -1,5 +1,5 @@
 """The corpus (tests/corpus/, issue 29 item 6) under kwnb: every entry's verdict, clean ones silent and wrong ones
-told with the right kind. The programs run 2 at a time, each once per session (outcomes): 6 min 41 s for the 27
+told with the right kind. The programs run one at a time, each once per session (outcomes): 6 min 41 s for the 27
 entries on 2 cores with others' tests running (load average 4-10), over the 4 minutes wished for; 15 on CI. Issue 39
 added 11 (38 in all, 21 on CI): alone they took 1108 s at a load average of 31-47, 390 s as it fell from 38 to 2.
 Issue 40 added 6 Keras 3 on JAX mistakes (44 in all, 27 on CI; `-k jax`): alone, 4 at a time, 87 s at a load
@@ -7,9 +7,10 @@ average of 11. An entry that `awaits` work kwnb's right verdict needs is a stric
 where there is none (CI reaches only package registries) they are skipped, saying so. benchmarks/corpus.py also
 runs each entry by hand and compares.
 
-All 45 alone on a quiet 2-core machine (one run each, `/usr/bin/time`): 4 at a time 372 s and 713 CPU-s; 2 at a time
-330 s and 619 CPU-s; 1 at a time 366 s and 557 CPU-s. Eight TensorFlow processes on two cores spend more CPU for the
-same work (collectives waiting on peers that are not running) and finish later."""
+All 45 alone on a quiet 2-core machine (`/usr/bin/time`): 4 at a time 372 s and 713 CPU-s; 2 at a time 330 s and 619
+CPU-s; one at a time 366 s and 557 CPU-s, then 325 s and 488. A 2-task run keeps both cores busy by itself; eight
+TensorFlow processes on two cores spend more CPU for the same work (collectives waiting on peers that are not
+running) and finish no sooner."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from corpus.entries import ENTRIES, MISTAKES, REPORTS, Entry
 from corpus.run import Outcome, kwnb_outcome, under_kwnb, verdict_problems
 from corpus.snapshots import Unavailable
 
-PARALLEL = 2  # runs at once: 4 TensorFlow processes on 2 cores (the module's docstring: 4 at a time cost more)
+PARALLEL = 1  # runs at once: 2 TensorFlow processes on 2 cores (the module's docstring: more at a time cost more)
 FIXED_PORTS = ("fixed-tf-config",)  # binds 12345 and 23456 itself: alone, after the others
 _outcomes: dict[str, Outcome | Unavailable] = {}
 
@@ -47,7 +48,7 @@ def outcomes(request, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2700)  # the first test's setup runs the whole module's fixture: 45 entries, 2 at a time
+@pytest.mark.timeout(2700)  # the first test's setup runs the whole module's fixture: 45 entries, one at a time
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_kwnb_gives_each_corpus_entry_its_verdict(entry, outcomes, request):
     outcome = outcomes[entry.name]

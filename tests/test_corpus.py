@@ -7,10 +7,11 @@ average of 11. An entry that `awaits` work kwnb's right verdict needs is a stric
 where there is none (CI reaches only package registries) they are skipped, saying so. benchmarks/corpus.py also
 runs each entry by hand and compares.
 
-All 45 alone on a quiet 2-core machine (`/usr/bin/time`): 4 at a time 372 s and 713 CPU-s; 2 at a time 330 s and 619
-CPU-s; one at a time 366 s and 557 CPU-s, then 325 s and 488. A 2-task run keeps both cores busy by itself; eight
-TensorFlow processes on two cores spend more CPU for the same work (collectives waiting on peers that are not
-running) and finish no sooner."""
+All 45 alone on a 2-core machine otherwise idle (`/usr/bin/time`): 4 at a time 372 s and 713 CPU-s, 2 at a time
+330 s and 619 (one run each); one at a time, three runs: 366 s and 557 CPU-s, 325 s and 488, 450 s and 651. A 2-task
+run keeps both cores busy by itself; more TensorFlow processes than cores spend more CPU for the same work
+(collectives waiting on peers that are not running). In the whole suite the change took the corpus from 710 to 507
+CPU-s and every other large file's CPU down with it (docs/testing.md, "Crowding costs CPU")."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor

@@ -1,11 +1,12 @@
 """The corpus (tests/corpus/, issue 29 item 6) under kwnb: every entry's verdict, clean ones silent and wrong ones
-told with the right kind. The programs run one at a time, each once per session (outcomes): 6 min 41 s for the 27
-entries on 2 cores with others' tests running (load average 4-10), over the 4 minutes wished for; 15 on CI. Issue 39
-added 11 (38 in all, 21 on CI): alone they took 1108 s at a load average of 31-47, 390 s as it fell from 38 to 2.
-Issue 40 added 6 Keras 3 on JAX mistakes (44 in all, 27 on CI; `-k jax`): alone, 4 at a time, 87 s at a load
-average of 11. An entry that `awaits` work kwnb's right verdict needs is a strict expected failure. Public programs need a local snapshot of their repository (tests/corpus/snapshots.py):
-where there is none (CI reaches only package registries) they are skipped, saying so. benchmarks/corpus.py also
-runs each entry by hand and compares.
+told with the right kind. The programs run one at a time, each once per session (outcomes). Four at a time, as they
+ran until 2026-11-28: 6 min 41 s for the 27 entries on 2 cores with others' tests running (load average 4-10), over
+the 4 minutes wished for; 15 on CI. Issue 39 added 11 (38 in all, 21 on CI): alone they took 1108 s at a load
+average of 31-47, 390 s as it fell from 38 to 2. Issue 40 added 6 Keras 3 on JAX mistakes (44 in all, 27 on CI;
+`-k jax`): alone, 4 at a time, 87 s at a load average of 11. An entry that `awaits` work kwnb's right verdict needs is a
+strict expected failure. Public programs need a local snapshot of their repository (tests/corpus/snapshots.py):
+where there is none (CI reaches only package registries) they are skipped, saying so. benchmarks/corpus.py also runs
+each entry by hand and compares.
 
 All 45 alone on a 2-core machine otherwise idle (`/usr/bin/time`): 4 at a time 372 s and 713 CPU-s, 2 at a time
 330 s and 619 (one run each); one at a time, three runs: 366 s and 557 CPU-s, 325 s and 488, 450 s and 651. A 2-task

@@ -12,6 +12,7 @@ import kwnb
 from kwnb.backends import make_launcher
 from kwnb.machine.task_env import temp_variables
 from waiting import pool_ready
+from kwnb.backends.shared_import import SHARED_IMPORT_ENV
 from kwnb.backends.warm import POOL, key
 
 SCRIPT = Path(__file__).parent / "scripts" / "warm_probe.py"
@@ -49,7 +50,8 @@ def test_cold_and_kwnb_warm_0_turn_it_off(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("network", ["host", None])  # None: the default, private where it can be
-def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network):
+def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network, monkeypatch):
+    monkeypatch.setenv(SHARED_IMPORT_ENV, "0")  # cold: each task imports TensorFlow itself (not forked from one that did)
     cold = kwnb.launch(SCRIPT, n=2, name="same", runs_dir=tmp_path / "runs", cwd=tmp_path, network=network, warm=True)
     assert cold.wait(150) == [0, 0], cold.summary()
     assert not cold.warm and not any(seen(cold, i)["tf_already"] for i in (0, 1))

@@ -20,7 +20,7 @@ from ..errors import LaunchError
 from ..task.process_group import OWN_PROCESS_GROUP
 from ..task.tf_config import TaskId
 from ..task.runfolder import DESCRIPTION, write_description
-from . import netns, network_choice, warm_room
+from . import netns, network_choice, shared_import, warm_room
 from . import warm as warm_pool
 from .base import Launcher, Sample, TaskLaunch, TaskProcess
 from .catalog import LOCAL_ARGUMENTS
@@ -52,18 +52,22 @@ def _descendant_pids(pid: int, fresh: bool = False) -> list[int]:
 
 
 class LocalProcess(TaskProcess):
-    def __init__(self, popen: subprocess.Popen, probe: Callable[[str], bool] | None = None, warm: bool = False):
-        self._popen = popen
-        self.pid = popen.pid
+    def __init__(self, popen: "subprocess.Popen | shared_import.ForkedPopen", probe: Callable[[str], bool] | None = None,
+                 warm: bool = False):
+        self._popen = popen  # a forked task's (shared_import.py) has no pid until its forker's import is done
         self.warm = warm  # it started in a warm interpreter (backends/warm.py)
         self.probe = probe  # a private network's: the engine is outside it and cannot connect (engine/tasks/task.py)
         self._descendants: dict[int, psutil.Process] = {}
         self._descendants_at = float("-inf")
 
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid
+
     def poll(self) -> int | None:
         # psutil walks all of /proc for children(): at most once a second, which still catches any
         # child that lives longer than that (killpg reaches the rest through the process group).
-        if self._popen.returncode is None and time.monotonic() - self._descendants_at >= 1.0:
+        if self._popen.returncode is None and self.pid and time.monotonic() - self._descendants_at >= 1.0:
             self._descendants_at = time.monotonic()
             self._remember_descendants()
         return self._popen.poll()
@@ -79,7 +83,7 @@ class LocalProcess(TaskProcess):
                     pass
 
     def sample(self) -> Sample | None:
-        if self._popen.returncode is not None:
+        if self._popen.returncode is not None or self.pid is None:
             return None
         try:
             main = psutil.Process(self.pid)
@@ -96,13 +100,17 @@ class LocalProcess(TaskProcess):
         return Sample(rss=rss, stopped=stopped, cpu=cpu)
 
     def signal_task(self, signum: int) -> None:
+        if self.pid is None:
+            return  # not forked yet: no stacks to ask for
         try:
             os.kill(self.pid, signum)
         except ProcessLookupError:
             pass
 
     def signal(self, signum: int) -> None:
-        if self._popen.returncode is None:
+        if self._popen.returncode is None and self.pid is None:
+            self._popen.cancel(signum)  # its forker has not forked it yet: it will not
+        elif self._popen.returncode is None:
             self._remember_descendants(fresh=True)  # fresh at the moment it matters, whatever the poll throttle
             try:
                 os.killpg(self.pid, signum)  # the worker leads its own group: its children go too
@@ -134,6 +142,8 @@ class LocalLauncher(Launcher):
     _launches: tuple = ()
     _held: HeldPorts | None = None  # the ports of the latest addresses(), until its tasks start
     _threads: tuple = ()  # the thread variables every task of the latest launch gets, as (name, value) pairs
+    _shared: shared_import.SharedImport | None = None  # the forker of the latest launch's tasks (shared_import.py)
+    _shared_imports: tuple = ()  # what it imports, () when the latest launch's tasks start cold
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
         self.network, self.said_by = network_choice.wanted(network)  # the environment sets a default
@@ -190,6 +200,7 @@ class LocalLauncher(Launcher):
             pool_memory = warm_pool.POOL.memory() if self.warm else 0
             warning = warm_room.fit_warning(launches[0].script, len(launches), pool_memory, limits)
             self._notes += (warning,) if warning else ()
+        self._shared_imports = shared_import.shareable(launches) if shared_import.enabled() else ()
         return super().start_all(launches)  # all or none; the run's finish() then releases the pool
 
     def start(self, launch: TaskLaunch) -> TaskProcess:
@@ -198,6 +209,8 @@ class LocalLauncher(Launcher):
         inside = self.chosen == "private"
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None
+        if popen is None and self._shared_imports:
+            popen = self._forker(launch, inside).fork(launch)
         if popen is None:
             popen = self._popen(self._namespace().enter(launch.argv) if inside else launch.argv, launch)
         if not inside:
@@ -205,6 +218,14 @@ class LocalLauncher(Launcher):
         process = LocalProcess(popen, probe=self.private.probe, warm=warm)
         self._inside += (process,)
         return process
+
+    def _forker(self, launch: TaskLaunch, inside: bool) -> shared_import.SharedImport:
+        """The forker of this launch's tasks, started with its first (a restart forks from it too)."""
+        if self._shared is None or not self._shared.alive:
+            self._shared = shared_import.SharedImport(
+                launch.python, launch.env, launch.cwd, self._shared_imports,
+                launch.log_path.parent / shared_import.LOG_NAME, self._namespace().enter if inside else None)
+        return self._shared
 
     @staticmethod
     def _popen(argv: list[str], launch: TaskLaunch) -> subprocess.Popen:
@@ -216,6 +237,9 @@ class LocalLauncher(Launcher):
         """End the private network once none of its tasks lives (a launcher given to several runs shares it);
         let the warm pool prepare for the next run."""
         warm_pool.POOL.run_ended(self, list(self._launches) if self.warm else [], private=self.chosen == "private")
+        if self._shared is not None:
+            self._shared.close(wait=2.0)  # it exits at once: its tasks have ended (the run is over)
+            self._shared = None
         if self.private is not None and all(process.poll() is not None for process in self._inside):
             self.private.close()
             self.private, self._inside = None, ()

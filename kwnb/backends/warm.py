@@ -131,7 +131,7 @@ class Pool:
             self._active.discard(id(launcher))
             if launches:
                 first = launches[0]
-                self._wanted = (key(first.python, first.env), first.python, _base_env(first.env), first.cwd,
+                self._wanted = (key(first.python, first.env), first.python, base_env(first.env), first.cwd,
                                 len(launches), private, imports)
             idle = not self._active
             # Interpreters left in a network a run adopted are the run's no more: end them with it.
@@ -150,7 +150,7 @@ class Pool:
         with self._lock:
             if self._wanted is not None:
                 return
-            self._wanted = (key(python, env), python, _base_env(env), cwd, count, private, imports)
+            self._wanted = (key(python, env), python, base_env(env), cwd, count, private, imports)
         self._refill_soon()
 
     def _refill_soon(self) -> None:
@@ -373,7 +373,8 @@ def _end_all(interpreters: list[Warm], keep=None) -> None:
             network.close()
 
 
-def _base_env(env: dict[str, str]) -> dict[str, str]:
+def base_env(env: dict[str, str]) -> dict[str, str]:
+    """What a warm interpreter (or a shared import) starts with: the task's environment less what may differ."""
     return {k: v for k, v in env.items() if k not in NOT_KEYED}
 
 

@@ -48,6 +48,7 @@ class Observation:
     port_open: bool = False
     sample: Sample | None = None
     tf_config_set: dict | None = None
+    pid: int | None = None  # a forked task's, once its forker has forked it (backends/shared_import.py)
 
 
 @dataclass
@@ -284,6 +285,7 @@ class Task(Named):
                 seen.text += more
             seen.reported += self._reports.read_new()
             return
+        seen.pid = self._process.pid
         seen.tf_config = self.tf_config or self._process.tf_config() or {}
         seen.queued = self._process.queued()
         seen.port_open = self.port_open_at is not None or _accepts(seen.tf_config, self.id,
@@ -314,6 +316,8 @@ class Task(Named):
             return True
         if seen.tf_config and not self.tf_config:
             self.tf_config, changed = seen.tf_config, True
+        if seen.pid and self.pid is None:
+            self.pid, changed = seen.pid, True
         if seen.port_open and self.port_open_at is None:
             self.port_open_at = time.time()
         serving = bool(self.port_open_at or self.screen.total_lines)

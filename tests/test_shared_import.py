@@ -1,0 +1,167 @@
+"""A shared import (kwnb/backends/shared_import.py, kwnb/task/forker.py): a run's tasks forked from one interpreter
+that imported TensorFlow once. What a task sees and what it trains are a cold start's; its pid and its exit code
+reach the engine although the kernel is not its parent; a signal before its fork cancels it; a SIGKILLed kernel
+leaves neither the forker nor a task behind."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import kwnb
+from kwnb.backends import shared_import, warm_room
+from kwnb.backends.base import TaskLaunch
+from kwnb.backends.local import LocalProcess
+from kwnb.task.tf_config import TaskId
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = Path(__file__).parent / "scripts" / "warm_probe.py"
+
+
+def seen(run, position):
+    line = next(line for line in run.logs(position).splitlines() if line.startswith("SEEN "))
+    return json.loads(line[5:])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_forked_task_sees_and_trains_what_a_cold_one_does(tmp_path, monkeypatch):
+    monkeypatch.setenv(shared_import.SHARED_IMPORT_ENV, "0")
+    cold = kwnb.launch(PROBE, n=2, name="cold", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host")
+    assert cold.wait(150) == [0, 0], cold.summary()
+    monkeypatch.setenv(shared_import.SHARED_IMPORT_ENV, "1")
+    forked = kwnb.launch(PROBE, n=2, name="forked", runs_dir=tmp_path / "runs", cwd=tmp_path, network="host",
+                         args=["3"])
+    assert forked.wait(150) == [3, 3], forked.summary()  # each exit code, from the forker that reaped the task
+    assert all(task.pid for task in forked.workers)
+    for position in (0, 1):
+        before, after = seen(cold, position), seen(forked, position)
+        assert after["tf_already"] and not before["tf_already"]
+        different = {k for k in before if before[k] != after[k]} - {"tf_already", "tf_config", "argv", "cwd"}
+        assert not different, {k: (before[k], after[k]) for k in different}
+        assert after["argv"][1:] == ["3"] and after["nice"] == 0 and not after["parent_env"]
+        assert after["stdin_tty_or_null"] == "/dev/null" and after["name"] == "__main__"
+    assert [row["loss"] for row in forked.history()] == [row["loss"] for row in cold.history()]
+    assert (forked.dir / shared_import.LOG_NAME).exists() and not (cold.dir / shared_import.LOG_NAME).exists()
+
+
+def test_what_is_shared():
+    script = str(PROBE)
+
+    def launches(n, **env):
+        return [TaskLaunch(TaskId("worker", i), sys.executable, script, [], {"PATH": "/bin", "KWNB_WORKER": str(i),
+                                                                             **env}, "/", Path("/tmp/x.log"))
+                for i in range(n)]
+
+    assert shared_import.shareable(launches(2)) == warm_room.WARM_IMPORTS
+    assert shared_import.shareable(launches(1)) == ()  # nothing to share
+    assert shared_import.shareable(launches(2, KERAS_BACKEND="jax")) == warm_room.WARM_IMPORTS  # (it imports no jax)
+    different = launches(2)
+    different[1].env["TF_CPP_MIN_LOG_LEVEL"] = "3"  # read at import: one import cannot serve both
+    assert shared_import.shareable(different) == ()
+    no_tensorflow = [TaskLaunch(t.task, t.python, __file__, [], t.env, t.cwd, t.log_path) for t in launches(2)]
+    assert shared_import.shareable(no_tensorflow) == ()
+
+
+def _launch(tmp_path: Path, index: int, code: str) -> TaskLaunch:
+    script = tmp_path / f"task{index}.py"
+    script.write_text(textwrap.dedent(code))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
+    return TaskLaunch(TaskId("worker", index), sys.executable, str(script), [], env, str(tmp_path),
+                      tmp_path / f"worker-{index}.log")
+
+
+def _forker(tmp_path: Path, import_seconds: float = 0.0) -> shared_import.SharedImport:
+    """A forker that imports a module of the test's, which takes `import_seconds`."""
+    (tmp_path / "slow_module.py").write_text(f"import time\ntime.sleep({import_seconds})\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
+    return shared_import.SharedImport(sys.executable, env, str(tmp_path), ("slow_module",), tmp_path / "forker.log")
+
+
+def _wait(process: LocalProcess, seconds: float = 20) -> int | None:
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process.poll()
+
+
+def test_exit_codes_signals_and_groups_reach_the_engine(tmp_path):
+    forker = _forker(tmp_path)
+    exits = LocalProcess(forker.fork(_launch(tmp_path, 0, "import slow_module, sys\nprint('ran', flush=True)\n"
+                                                        "sys.exit(7)\n")))
+    sleeps = LocalProcess(forker.fork(_launch(tmp_path, 1, """
+        import subprocess, time
+        child = subprocess.Popen(["sleep", "300"])
+        print("child", child.pid, flush=True)
+        time.sleep(300)
+        """)))
+    assert _wait(exits) == 7
+    assert "ran" in (tmp_path / "worker-0.log").read_text()
+    deadline = time.monotonic() + 20
+    while "child" not in (tmp_path / "worker-1.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int((tmp_path / "worker-1.log").read_text().split()[1])
+    assert os.getpgid(sleeps.pid) == sleeps.pid and os.getpgid(child) == sleeps.pid  # a group of its own
+    assert psutil.Process(sleeps.pid).ppid() == forker.popen.pid
+    sleeps.signal(signal.SIGKILL)
+    assert sleeps.poll() == -signal.SIGKILL
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    forker.close(wait=5)
+    assert forker.popen.returncode == 0
+
+
+def test_a_signal_before_the_fork_cancels_the_task(tmp_path):
+    forker = _forker(tmp_path, import_seconds=3)
+    process = LocalProcess(forker.fork(_launch(tmp_path, 0, "open('started', 'w').close()\n")))
+    time.sleep(0.5)
+    assert process.pid is None and process.poll() is None and process.sample() is None  # still importing
+    process.signal_task(signal.SIGUSR1)  # (stacks asked for before it exists: nothing to do)
+    process.signal(signal.SIGKILL)
+    assert process.poll() == -signal.SIGKILL
+    time.sleep(3.5)
+    assert not (tmp_path / "started").exists()
+    forker.close(wait=5)
+
+
+KERNEL = """
+import sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from kwnb.backends import shared_import
+from kwnb.backends.base import TaskLaunch
+from kwnb.task.tf_config import TaskId
+folder = Path({folder!r})
+(folder / "task.py").write_text("import time\\ntime.sleep(300)\\n")
+forker = shared_import.SharedImport(sys.executable, {{"PATH": "/usr/bin:/bin"}}, str(folder), ("json",),
+                                    folder / "forker.log")
+handles = [forker.fork(TaskLaunch(TaskId("worker", i), sys.executable, str(folder / "task.py"), [],
+                                  {{"PATH": "/usr/bin:/bin"}}, str(folder), folder / f"w{{i}}.log")) for i in (0, 1)]
+while not all(h.pid for h in handles):
+    time.sleep(0.05)
+print("PIDS", forker.popen.pid, *[h.pid for h in handles], flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_sigkilled_kernel_leaves_no_forker_nor_task_behind(tmp_path):
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL.format(root=str(ROOT), folder=str(tmp_path))],
+                              stdout=subprocess.PIPE, text=True)
+    line = kernel.stdout.readline()
+    pids = [int(pid) for pid in line.split()[1:]]
+    assert len(pids) == 3 and all(psutil.pid_exists(pid) for pid in pids), line
+    kernel.kill()
+    kernel.wait()
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not left

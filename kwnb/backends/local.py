@@ -221,6 +221,9 @@ class LocalLauncher(Launcher):
 
     def _forker(self, launch: TaskLaunch, inside: bool) -> shared_import.SharedImport:
         """The forker of this launch's tasks, started with its first (a restart forks from it too)."""
+        if self._shared is not None and self._shared.key != warm_pool.key(launch.python, launch.env):
+            self._shared.close()  # another run's, in another environment: it ends once its own tasks have
+            self._shared = None
         if self._shared is None or not self._shared.alive:
             self._shared = shared_import.SharedImport(
                 launch.python, launch.env, launch.cwd, self._shared_imports,

@@ -85,6 +85,7 @@ class SharedImport:
         self._handles: dict[int, ForkedPopen] = {}
         self._next = 0
         argv = [python, "-u", FORKER_SCRIPT, ",".join(imports), str(log)]
+        self.key = warm_pool.key(python, env)  # the tasks it may fork (shareable)
         env = {**warm_pool.base_env(env), PARENT_PID_ENV: str(os.getpid())}
         with open(log, "ab") as out:  # what it prints besides the protocol: an import that failed
             self.popen = subprocess.Popen(enter(argv) if enter else argv, stdin=subprocess.PIPE,

@@ -21,6 +21,7 @@ from kwnb.backends import shared_import, warm_room
 from kwnb.backends.base import TaskLaunch
 from kwnb.backends.local import LocalProcess
 from kwnb.task.tf_config import TaskId
+from test_warm import keras_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).parent / "scripts" / "warm_probe.py"
@@ -49,6 +50,7 @@ def test_a_forked_task_sees_and_trains_what_a_cold_one_does(tmp_path, monkeypatc
         assert not different, {k: (before[k], after[k]) for k in different}
         assert after["argv"][1:] == ["3"] and after["nice"] == 0 and not after["parent_env"]
         assert after["stdin_tty_or_null"] == "/dev/null" and after["name"] == "__main__"
+        assert keras_of(forked, position).startswith("tf_keras.") and keras_of(cold, position).startswith("tf_keras.")
     assert [row["loss"] for row in forked.history()] == [row["loss"] for row in cold.history()]
     assert (forked.dir / shared_import.LOG_NAME).exists() and not (cold.dir / shared_import.LOG_NAME).exists()
 

@@ -249,8 +249,8 @@ def test_each_variable_is_declared_once_with_its_reason_and_its_setter():
     # What the warm pool, Slurm and the exports leave out is read from the rows.
     jax_cluster = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES",
                    "KERAS_DISTRIBUTION_PROCESS_ID", "JAX_COORDINATOR_BIND_ADDRESS")
-    assert set(task_env.NOT_KEYED) == {"TF_USE_LEGACY_KERAS", "TF_CONFIG", "KWNB_PARENT_PID", "KWNB_RUN_DIR",
-                                       "KWNB_WORKER", *jax_cluster}
+    # (not TF_USE_LEGACY_KERAS: TensorFlow reads it at import, tests/test_warm.py's probe)
+    assert set(task_env.NOT_KEYED) == {"TF_CONFIG", "KWNB_PARENT_PID", "KWNB_RUN_DIR", "KWNB_WORKER", *jax_cluster}
     assert set(task_env.PER_TASK) == {"TF_CONFIG", "KWNB_PARENT_PID", "KWNB_WORKER", "KERAS_DISTRIBUTION_PROCESS_ID"}
     assert task_env.CLUSTER_VARIABLES == ("TF_CONFIG", *jax_cluster)
 

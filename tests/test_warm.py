@@ -23,6 +23,11 @@ def seen(run, position):
     return json.loads(line[5:])
 
 
+def keras_of(run, position):
+    """The module `from tensorflow.keras import layers` gave the task: tf-keras's under TF_USE_LEGACY_KERAS=1."""
+    return next(line for line in run.logs(position).splitlines() if line.startswith("KERAS "))[6:]
+
+
 @pytest.fixture
 def empty_pool(eager_pool):
     return eager_pool  # (tests/conftest.py)
@@ -30,8 +35,10 @@ def empty_pool(eager_pool):
 
 def test_the_key_ignores_only_what_differs_per_task():
     env = {"PATH": "/bin", "TF_CONFIG": "{}", "KWNB_WORKER": "0", "KWNB_RUN_DIR": "/a", "TF_USE_LEGACY_KERAS": "1"}
-    same = {**env, "TF_CONFIG": '{"task": 1}', "KWNB_WORKER": "1", "KWNB_RUN_DIR": "/b", "TF_USE_LEGACY_KERAS": "0"}
+    same = {**env, "TF_CONFIG": '{"task": 1}', "KWNB_WORKER": "1", "KWNB_RUN_DIR": "/b"}
     assert key("/usr/bin/python3", env) == key("/usr/bin/python3", same)
+    # read at import: `from tensorflow.keras import layers` gets Keras 3 from an interpreter that imported without it
+    assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "TF_USE_LEGACY_KERAS": "0"})
     assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "CUDA_VISIBLE_DEVICES": "0"})
     assert key("/usr/bin/python3", env) != key("/usr/local/bin/python3.11", env)
@@ -67,6 +74,7 @@ def test_a_warm_rerun_is_the_same_run_only_sooner(tmp_path, empty_pool, network,
         assert not different, {k: (before[k], after[k]) for k in different}
         assert after["stdin_tty_or_null"] == "/dev/null" and after["name"] == "__main__"
         assert after["legacy"] == "1" and not after["parent_env"]
+        assert keras_of(warm, position).startswith("tf_keras.") and keras_of(cold, position).startswith("tf_keras.")
     # Deterministic training (seeds, op determinism): the same per-epoch losses, warm or cold.
     assert [row["loss"] for row in warm.history()] == [row["loss"] for row in cold.history()]
     assert len(warm.history()) == 3

@@ -104,7 +104,7 @@ def _tf_config(facts: TaskFacts, env) -> str | None:
 TENSORFLOW = Framework("tensorflow", (
     Variable("TF_USE_LEGACY_KERAS", Step.DEFAULT, _always("1"),
              "Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can", set_by="kwnb, for every task and pod",
-             in_pods=True, keyed=False),  # read when tf.keras is first touched: after a warm interpreter's hand-off
+             in_pods=True),  # read at `import tensorflow` (which package `from tensorflow.keras import ...` loads)
     # jax's __init__ sets TF_CPP_MIN_LOG_LEVEL=1 in os.environ (setdefault), and TensorFlow 2.21 imports jax where
     # it is installed: a kernel that imported TensorFlow (TensorBoard's event reader) would pass the 1 on to every
     # task and warm interpreter started after it, and their joining lines (INFO) would never be written.

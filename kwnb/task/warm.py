@@ -2,8 +2,7 @@
 (issue 15).
 
 Started by the kernel's pool (kwnb/backends/warm.py) after a run ends, with the environment the next
-run's tasks will have, less what differs per task (TF_CONFIG, kwnb's own variables, TF_USE_LEGACY_KERAS:
-TensorFlow reads that one when `tf.keras` is first touched, not at import). It imports what the pool
+run's tasks will have, less what differs per task (TF_CONFIG, kwnb's own variables). It imports what the pool
 names (argv[2], comma-separated: TensorFlow and tf-keras for a script that uses them, nothing for one
 that does not; TensorFlow and tf-keras when not given), then reads one job from stdin, a JSON line: the
 task's argv, its complete environment, its working directory and its log. It then becomes that task: the

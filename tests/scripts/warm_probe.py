@@ -13,8 +13,11 @@ print("SEEN " + json.dumps(seen), flush=True)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.keras import layers  # noqa: E402  (the package TensorFlow chose at import: tf-keras, legacy)
 
 import kwnb  # noqa: E402
+
+print("KERAS " + layers.Dense.__module__, flush=True)
 
 tf.keras.utils.set_random_seed(7)
 tf.config.experimental.enable_op_determinism()

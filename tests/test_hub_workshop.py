@@ -77,13 +77,16 @@ def run_notebook(hub, learner, released: threading.Event, out: dict) -> None:
 
 
 def task_processes(learner) -> list[psutil.Process]:
-    """The learner's kwnb tasks: their processes with a TF_CONFIG."""
+    """The learner's kwnb tasks: started by the bootstrap (cold), or forked by a forker, whose child each is (not by
+    their TF_CONFIG: /proc/PID/environ shows only what a process was exec'd with, and a forked task sets its own)."""
     found = []
     for process in learner.processes():
         try:
-            if "TF_CONFIG" in process.environ():
+            command = " ".join(process.cmdline())
+            if "kwnb/task/bootstrap.py" in command or (
+                    "kwnb/task/forker.py" in command and "kwnb/task/forker.py" in " ".join(process.parent().cmdline())):
                 found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):  # (AttributeError: no parent left)
             pass
     return found
 

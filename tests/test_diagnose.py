@@ -162,6 +162,17 @@ def test_a_script_that_sets_its_own_tf_config_is_told_so_and_not_relaunched(tmp_
     assert json.loads(recorded["tf_config"])["cluster"]["worker"][0] == f"localhost:{ports[0]}"
 
 
+def test_a_tf_config_set_just_before_the_task_ends_is_still_read(tmp_path):
+    """The record of a TF_CONFIG the script set is read once more when the task ends: a task that sets it and fails
+    at once ends between two samples (1 s apart) since its exit skips Python's last collection."""
+    script = tmp_path / "sets_and_fails.py"
+    script.write_text("import os, sys\nos.environ['TF_CONFIG'] = '{\"cluster\": {\"worker\": [\"localhost:1\"]}}'\n"
+                      "sys.exit(1)\n")
+    run = kwnb.launch(script, n=2, name="sets", runs_dir=tmp_path / "runs", cwd=tmp_path)
+    assert run.wait(60) == [1, 1], run.summary()
+    assert sorted(d.task for d in run.diagnoses if d.kind == "tf_config_overridden") == [0, 1], run.summary()
+
+
 def test_a_stopped_peer_is_lost_while_its_process_lives(tmp_path):
     run = launch(tmp_path, "clean", "400")
     assert wait_until(lambda: run.workers[1].signals.connected_at), run.summary()

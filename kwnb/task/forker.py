@@ -89,7 +89,8 @@ class Forker:
         sys.stderr.flush()
         gc.freeze()  # the import's objects, out of the collector's reach: a task's collections and its exit would
         # otherwise walk them all, copying every page they touch (an exit took 1.8 CPU-s forked, 0.4 frozen)
-        with warnings.catch_warnings():  # Python 3.12+ warns of TensorFlow's idle threads; none runs Python
+        with warnings.catch_warnings():  # Python 3.12+ warns of other threads: TensorFlow's idle ones, the watchdog
+            # (only this thread comes across; forked once the imports are done, so no import holds Python's import lock)
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:

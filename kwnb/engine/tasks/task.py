@@ -284,6 +284,9 @@ class Task(Named):
             while more := self.output.read():  # to the end: a read takes at most MAX_READ bytes
                 seen.text += more
             seen.reported += self._reports.read_new()
+            # What it recorded between two samples: a script that sets TF_CONFIG and fails at once ends in well
+            # under SAMPLE_SECONDS (its exit no longer spends a second in Python's last collection: bootstrap.py)
+            seen.tf_config_set = self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
             return
         seen.pid = self._process.pid
         seen.tf_config = self.tf_config or self._process.tf_config() or {}

@@ -4,7 +4,6 @@ reach the engine although the kernel is not its parent; a signal before its fork
 leaves neither the forker nor a task behind."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,15 +20,10 @@ from kwnb.backends import shared_import, warm_room
 from kwnb.backends.base import TaskLaunch
 from kwnb.backends.local import LocalProcess
 from kwnb.task.tf_config import TaskId
-from test_warm import keras_of
+from test_warm import keras_of, seen
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).parent / "scripts" / "warm_probe.py"
-
-
-def seen(run, position):
-    line = next(line for line in run.logs(position).splitlines() if line.startswith("SEEN "))
-    return json.loads(line[5:])
 
 
 @pytest.mark.slow

@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from ..task.process_group import OWN_PROCESS_GROUP
 from ..task.runfolder import PARENT_PID_ENV
 from . import warm as warm_pool
@@ -152,16 +154,7 @@ class SharedImport:
             left, self._handles = list(self._handles.values()), {}
         deadline = time.monotonic() + GONE_SECONDS
         for handle in left:
-            while handle.pid is not None and _exists(handle.pid) and time.monotonic() < deadline:
+            while handle.pid is not None and psutil.pid_exists(handle.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
             handle._end(-signal.SIGKILL)
 
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True

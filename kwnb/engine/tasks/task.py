@@ -286,7 +286,7 @@ class Task(Named):
             seen.reported += self._reports.read_new()
             # What it recorded between two samples: a script that sets TF_CONFIG and fails at once ends in well
             # under SAMPLE_SECONDS (its exit no longer spends a second in Python's last collection: bootstrap.py)
-            seen.tf_config_set = self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
+            seen.tf_config_set = self._tf_config_record()
             return
         seen.pid = self._process.pid
         seen.tf_config = self.tf_config or self._process.tf_config() or {}
@@ -296,7 +296,11 @@ class Task(Named):
         if time.monotonic() - self._sampled_at >= SAMPLE_SECONDS:
             self._sampled_at = time.monotonic()
             seen.sample = self._process.sample()
-            seen.tf_config_set = self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
+            seen.tf_config_set = self._tf_config_record()
+
+    def _tf_config_record(self) -> dict | None:
+        """The TF_CONFIG the script set, once the bootstrap has recorded it (task/bootstrap.py)."""
+        return self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
 
     def apply(self, seen: Observation) -> bool:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""

@@ -46,7 +46,6 @@ def test_a_forked_task_sees_and_trains_what_a_cold_one_does(tmp_path, monkeypatc
         assert after["stdin_tty_or_null"] == "/dev/null" and after["name"] == "__main__"
         assert keras_of(forked, position).startswith("tf_keras.") and keras_of(cold, position).startswith("tf_keras.")
     assert [row["loss"] for row in forked.history()] == [row["loss"] for row in cold.history()]
-    assert (forked.dir / shared_import.LOG_NAME).exists() and not (cold.dir / shared_import.LOG_NAME).exists()
 
 
 def test_what_is_shared():
@@ -79,7 +78,7 @@ def _forker(tmp_path: Path, import_seconds: float = 0.0) -> shared_import.Shared
     """A forker that imports a module of the test's, which takes `import_seconds`."""
     (tmp_path / "slow_module.py").write_text(f"import time\ntime.sleep({import_seconds})\n")
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
-    return shared_import.SharedImport(sys.executable, env, str(tmp_path), ("slow_module",), tmp_path / "forker.log")
+    return shared_import.SharedImport(sys.executable, env, str(tmp_path), ("slow_module",))
 
 
 def _wait(process: LocalProcess, seconds: float = 20) -> int | None:
@@ -136,8 +135,7 @@ from kwnb.backends.base import TaskLaunch
 from kwnb.task.tf_config import TaskId
 folder = Path({folder!r})
 (folder / "task.py").write_text("import time\\ntime.sleep(300)\\n")
-forker = shared_import.SharedImport(sys.executable, {{"PATH": "/usr/bin:/bin"}}, str(folder), ("json",),
-                                    folder / "forker.log")
+forker = shared_import.SharedImport(sys.executable, {{"PATH": "/usr/bin:/bin"}}, str(folder), ("json",))
 handles = [forker.fork(TaskLaunch(TaskId("worker", i), sys.executable, str(folder / "task.py"), [],
                                   {{"PATH": "/usr/bin:/bin"}}, str(folder), folder / f"w{{i}}.log")) for i in (0, 1)]
 while not all(h.pid for h in handles):
@@ -161,3 +159,86 @@ def test_a_sigkilled_kernel_leaves_no_forker_nor_task_behind(tmp_path):
         time.sleep(0.1)
     left = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not left
+
+
+NETWORK_PROBE = """
+import os, sys, tensorflow
+print("NET", os.readlink("/proc/self/ns/net"), os.getppid(), flush=True)
+"""
+
+
+def _network_of(run, position: int) -> tuple[str, int]:
+    words = next(line for line in run.logs(position).splitlines() if line.startswith("NET ")).split()
+    return words[1], int(words[2])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("usernet", ["slirp4netns", "pasta"])
+def test_the_next_run_forks_from_the_kept_import_inside_its_own_network(tmp_path, monkeypatch, usernet):
+    from kwnb.backends import netns
+    if not netns.support().possible:
+        pytest.skip(f"no private network here: {netns.support().forbidden_by}")
+    monkeypatch.setenv(netns.USERNET_ENV, usernet)  # pasta's namespace has a user namespace of its own, to join too
+    netns.support.cache_clear()
+    if netns.support().tool != usernet:
+        netns.support.cache_clear()
+        pytest.skip(f"{usernet} is not installed (make system-deps installs it)")
+    assert netns.support().user_namespace == (usernet == "pasta" or os.geteuid() != 0)
+    monkeypatch.setattr(shared_import, "KEEP_SECONDS", 60.0)
+    script = tmp_path / "network_probe.py"
+    script.write_text(NETWORK_PROBE)
+    options = dict(runs_dir=tmp_path / "runs", cwd=tmp_path, warm=False)
+    first = kwnb.launch(script, n=2, name="first", network="host", **options)
+    assert first.wait(150) == [0, 0], first.summary()
+    second = kwnb.launch(script, n=2, name="second", network="private", **options)
+    assert second.wait(150) == [0, 0], second.summary()
+    host, ours = [_network_of(first, p) for p in (0, 1)], os.readlink("/proc/self/ns/net")
+    private = [_network_of(second, p) for p in (0, 1)]
+    forker = host[0][1]
+    assert forker != os.getpid() and psutil.Process(forker).ppid() == os.getpid()  # kept: alive after both runs
+    assert {parent for _, parent in host + private} == {forker}  # one import served both runs
+    assert {net for net, _ in host} == {ours}
+    assert len({net for net, _ in private}) == 1 and private[0][0] != ours  # both inside the run's own network
+    netns.support.cache_clear()
+
+
+def test_a_kept_forker_serves_its_environment_only_and_ends_after_its_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(shared_import, "KEEP_SECONDS", 1.0)
+    forker = _forker(tmp_path)
+    shared_import.keep(forker)
+    assert shared_import.take(forker.key) is forker and shared_import.take(forker.key) is None  # the caller's now
+    shared_import.keep(forker)
+    assert shared_import.take("another environment") is None
+    assert forker.popen.wait(5) == 0  # ended: the runs have moved on
+    later = _forker(tmp_path)
+    shared_import.keep(later)
+    assert later.popen.wait(5) == 0 and shared_import.take(later.key) is None  # its time is up
+    assert not later.folder.exists()  # its import's output goes with it
+
+
+def test_a_task_that_cannot_enter_its_network_does_not_run_outside_it(tmp_path):
+    forker = _forker(tmp_path)
+    task = LocalProcess(forker.fork(_launch(tmp_path, 0, "open('ran', 'w').close()\n"),
+                                    [str(tmp_path / "no-such-namespace")]))
+    assert _wait(task) == 1
+    assert "could not enter the run's private network" in (tmp_path / "worker-0.log").read_text()
+    assert not (tmp_path / "ran").exists()
+    forker.close(wait=5)
+
+
+def test_kw_pool_shows_the_kept_import_and_stop_ends_it(tmp_path, monkeypatch, capsys):
+    from IPython.testing.globalipapp import get_ipython
+
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "kwnb")
+    monkeypatch.setattr(shared_import, "KEEP_SECONDS", 60.0)
+    forker = _forker(tmp_path)
+    shared_import.keep(forker)
+    shell.run_line_magic("kw_pool", "")
+    said = capsys.readouterr().out
+    assert f"kept for the next run in the same environment: pid {forker.popen.pid}, slow_module, " in said
+    assert "ends in 60 s" in said or "ends in 59 s" in said
+    shell.run_line_magic("kw_pool", "--stop")
+    assert "and the kept import" in capsys.readouterr().out
+    assert forker.popen.wait(5) == 0 and shared_import.kept_status() is None

@@ -210,7 +210,7 @@ class LocalLauncher(Launcher):
         popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
         warm = popen is not None
         if popen is None and self._shared_imports:
-            popen = self._forker(launch, inside).fork(launch)
+            popen = self._forker(launch).fork(launch, self._namespace().namespaces() if inside else ())
         if popen is None:
             popen = self._popen(self._namespace().enter(launch.argv) if inside else launch.argv, launch)
         if not inside:
@@ -219,15 +219,16 @@ class LocalLauncher(Launcher):
         self._inside += (process,)
         return process
 
-    def _forker(self, launch: TaskLaunch, inside: bool) -> shared_import.SharedImport:
-        """The forker of this launch's tasks, started with its first (a restart forks from it too)."""
-        if self._shared is not None and self._shared.key != warm_pool.key(launch.python, launch.env):
+    def _forker(self, launch: TaskLaunch) -> shared_import.SharedImport:
+        """The forker of this launch's tasks: the one kept from the process's last run if it can serve them, else
+        a new one, started with the first task (a restart forks from it too)."""
+        key = warm_pool.key(launch.python, launch.env)
+        if self._shared is not None and (self._shared.key != key or not self._shared.alive):
             self._shared.close()  # another run's, in another environment: it ends once its own tasks have
             self._shared = None
-        if self._shared is None or not self._shared.alive:
-            self._shared = shared_import.SharedImport(
-                launch.python, launch.env, launch.cwd, self._shared_imports,
-                launch.log_path.parent / shared_import.LOG_NAME, self._namespace().enter if inside else None)
+        if self._shared is None:
+            self._shared = shared_import.take(key) or shared_import.SharedImport(
+                launch.python, launch.env, launch.cwd, self._shared_imports)
         return self._shared
 
     @staticmethod
@@ -240,9 +241,11 @@ class LocalLauncher(Launcher):
         """End the private network once none of its tasks lives (a launcher given to several runs shares it);
         let the warm pool prepare for the next run."""
         warm_pool.POOL.run_ended(self, list(self._launches) if self.warm else [], private=self.chosen == "private")
-        if self._shared is not None:
-            self._shared.close(wait=2.0)  # it exits at once: its tasks have ended (the run is over)
-            self._shared = None
+        if self._shared is not None and self.warm:
+            self._shared.close(wait=2.0)  # it exits at once (its tasks have ended): the pool prepares the next run
+        elif self._shared is not None:
+            shared_import.keep(self._shared)  # for the process's next run (shared_import.py)
+        self._shared = None
         if self.private is not None and all(process.poll() is not None for process in self._inside):
             self.private.close()
             self.private, self._inside = None, ()

@@ -253,6 +253,12 @@ class PrivateNetwork:
         user = ["--user", "--preserve-credentials"] if self.support.user_namespace else []
         return ["nsenter", f"--target={self.holder.pid}", "--net", *user, "--", *argv]
 
+    def namespaces(self) -> list[str]:
+        """What a process joins to be inside, in order (setns, as `enter`'s nsenter does): a process forked from
+        one outside (kwnb/task/forker.py) joins them itself."""
+        kinds = ["user", "net"] if self.support.user_namespace else ["net"]
+        return [f"/proc/{self.holder.pid}/ns/{kind}" for kind in kinds]
+
     def probe(self, address: str) -> bool:
         """Whether host:port accepts connections inside the namespace (~0.1 ms: one pipe round trip)."""
         host, _, port = address.rpartition(":")

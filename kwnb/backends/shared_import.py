@@ -4,22 +4,31 @@ TensorFlow once (kwnb/task/forker.py), instead of each task importing it. Measur
 
 Used by the local launcher for a run's tasks that the warm pool cannot serve, when the script imports
 TensorFlow (not JAX: JAX is not safe to fork once imported) and the tasks share the environment an import
-reads (warm.key); $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. One forker per run: it
-ends when the run's launcher finishes (end of its input) and its tasks have ended.
+reads (warm.key); $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
+machine's network; the tasks of a run in a private network join it after the fork (netns.namespaces).
+
+When its run ends, a launcher without warm starts keeps its forker (`keep`) for the process's next run
+(`take`): runs one after another (a sweep, `kwnb.launch` in a loop, a notebook's next cell with warm starts
+off) then fork at once from the import the first one made. At most one is kept, for KEEP_SECONDS after its
+last run, and only for a run whose tasks share its environment; with warm starts on, the pool prepares the
+next run instead (backends/warm.py), and the forker ends with its run.
 
 A forked task is the forker's child, not the kernel's: the forker reports each task's pid when it forks and
 its exit code when it ends (`ForkedPopen` gives them the shape of a `subprocess.Popen`). Until the import is
 done a task has no pid: it is starting, and a signal to it cancels its fork.
 
 Which lock guards what: `SharedImport._lock` guards the handles' pid and returncode and the job counter; the
-reader thread is the only one that reads the forker's output.
+reader thread is the only one that reads the forker's output. `_KEPT_LOCK` guards the kept forker and its timer.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,7 +43,8 @@ from .base import TaskLaunch
 
 FORKER_SCRIPT = str(Path(__file__).parents[1] / "task" / "forker.py")
 SHARED_IMPORT_ENV = "KWNB_SHARED_IMPORT"  # 0: each local task imports TensorFlow itself (a cold start)
-LOG_NAME = "shared-import.log"  # in the run folder: what the forker printed (an import that failed)
+KEEP_SECONDS = 120.0  # a kept forker's life after its last run: runs one after another come seconds apart; its
+# import (about 300 MB PSS with TensorFlow) is given back two minutes after the last of them
 GONE_SECONDS = 2.0  # after the forker ended unexpectedly: how long its tasks' watchdogs take to end them, at most
 
 
@@ -78,20 +88,22 @@ class ForkedPopen:
 
 
 class SharedImport:
-    """One forker for one run's tasks; `fork` hands it a task."""
+    """One forker, for a run's tasks and perhaps the next runs'; `fork` hands it a task."""
 
-    def __init__(self, python: str, env: dict[str, str], cwd: str, imports: tuple[str, ...], log: Path,
-                 enter=None):
-        """`env`: the run's first task's, less what differs per task; `enter`: a private network's `enter`."""
+    def __init__(self, python: str, env: dict[str, str], cwd: str, imports: tuple[str, ...]):
+        """`env`: the run's first task's, less what differs per task."""
         self._lock = threading.Lock()
         self._handles: dict[int, ForkedPopen] = {}
         self._next = 0
+        self.folder = Path(tempfile.mkdtemp(prefix="kwnb-forker-"))  # its output, whichever runs it serves
+        log = self.folder / "import.log"  # copied to the start of each task's log (an import that failed)
         argv = [python, "-u", FORKER_SCRIPT, ",".join(imports), str(log)]
         self.key = warm_pool.key(python, env)  # the tasks it may fork (shareable)
+        self.imports = imports
         env = {**warm_pool.base_env(env), PARENT_PID_ENV: str(os.getpid())}
-        with open(log, "ab") as out:  # what it prints besides the protocol: an import that failed
-            self.popen = subprocess.Popen(enter(argv) if enter else argv, stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=out, env=env, cwd=cwd, **OWN_PROCESS_GROUP)
+        with open(log, "ab") as out:
+            self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out, env=env,
+                                          cwd=cwd, **OWN_PROCESS_GROUP)
         self._reader = threading.Thread(target=self._read, name="kwnb-forker", daemon=True)
         self._reader.start()
 
@@ -99,12 +111,13 @@ class SharedImport:
     def alive(self) -> bool:
         return self.popen.poll() is None and not self.popen.stdin.closed
 
-    def fork(self, launch: TaskLaunch) -> ForkedPopen:
+    def fork(self, launch: TaskLaunch, namespaces: list[str] | tuple = ()) -> ForkedPopen:
+        """The task, forked once the import is done; `namespaces`: its private network's (netns.namespaces)."""
         with self._lock:
             self._next += 1
             handle = self._handles[self._next] = ForkedPopen(self, self._next)
         self.send({"id": handle.job_id, "argv": launch.argv[3:], "env": launch.env, "cwd": launch.cwd,
-                   "log": str(launch.log_path)})
+                   "log": str(launch.log_path), "namespaces": list(namespaces)})
         return handle
 
     def send(self, message: dict) -> None:
@@ -134,6 +147,7 @@ class SharedImport:
             if len(words) == 3 and words[0] in ("forked", "ended") and words[1].isdigit():
                 self._apply(words[0], int(words[1]), int(words[2]))
         self.popen.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
         self._forker_gone()
 
     def _apply(self, what: str, job_id: int, value: int) -> None:
@@ -158,3 +172,77 @@ class SharedImport:
                 time.sleep(0.05)
             handle._end(-signal.SIGKILL)
 
+
+
+_kept: SharedImport | None = None  # the last run's forker, kept for the next (guarded by _KEPT_LOCK)
+_kept_timer: threading.Timer | None = None  # ends it at _kept_until (time.monotonic)
+_kept_until = 0.0
+_KEPT_LOCK = threading.Lock()
+
+
+def keep(forker: SharedImport) -> None:
+    """Keep a forker whose run has ended, for the next run of this process, for KEEP_SECONDS; the one kept
+    before ends."""
+    global _kept, _kept_timer, _kept_until
+    if not forker.alive:
+        return
+    with _KEPT_LOCK:
+        before, _kept = _kept, forker
+        if _kept_timer is not None:
+            _kept_timer.cancel()
+        _kept_timer = threading.Timer(KEEP_SECONDS, _expire, args=(forker,))
+        _kept_timer.daemon = True
+        _kept_timer.start()
+        _kept_until = time.monotonic() + KEEP_SECONDS
+    if before is not None and before is not forker:
+        before.close()
+
+
+def take(key: str) -> SharedImport | None:
+    """The kept forker, if it can fork tasks with this key (then it is the caller's until it keeps it again);
+    a kept one that cannot ends (the runs have moved to another environment)."""
+    global _kept, _kept_timer
+    with _KEPT_LOCK:
+        kept, _kept = _kept, None
+        if _kept_timer is not None:
+            _kept_timer.cancel()
+            _kept_timer = None
+    if kept is not None and kept.alive and kept.key == key:
+        return kept
+    if kept is not None:
+        kept.close()
+    return None
+
+
+def kept_status() -> dict | None:
+    """The kept forker, for %kw_pool: its pid, what it imported, its memory (PSS) and the seconds it has left."""
+    with _KEPT_LOCK:
+        kept, until = _kept, _kept_until
+    if kept is None or not kept.alive:
+        return None
+    try:
+        pss = psutil.Process(kept.popen.pid).memory_full_info().pss
+    except (psutil.Error, AttributeError):
+        pss = 0
+    return {"pid": kept.popen.pid, "imports": kept.imports, "pss": pss, "left": max(0.0, until - time.monotonic())}
+
+
+def end_kept() -> bool:
+    """End the kept forker now (%kw_pool --stop); whether there was one."""
+    with _KEPT_LOCK:
+        had = _kept is not None
+    take("")  # no key matches "": it ends
+    return had
+
+
+def _expire(forker: SharedImport) -> None:
+    global _kept
+    with _KEPT_LOCK:
+        if _kept is not forker:
+            return  # taken meanwhile
+        _kept = None
+    forker.close()
+
+
+atexit.register(end_kept)  # at exit the kept forker ends at once: it has no task, and its own watchdog would take
+# half a second to see the kernel gone

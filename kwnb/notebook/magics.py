@@ -240,17 +240,23 @@ class KwnbMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("--stop", action="store_true", help="end every warm interpreter now")
+    @argument("--stop", action="store_true", help="end every warm interpreter and the kept import now")
     def kw_pool(self, line):
         """The warm interpreters (TensorFlow already imported, for a script that uses it) the next run starts in:
-        how many, their memory and age, the pool's cap and why; --stop empties the pool."""
+        how many, their memory and age, the pool's cap and why, and the import kept from the last run for the next
+        one when warm starts are off; --stop empties the pool and ends the kept import."""
+        from ..backends import shared_import
         from ..backends.warm import IDLE_SECONDS, POOL
 
         args = self._parse(self.kw_pool, line)
         if args.stop:
-            print(f"kwnb: ended {POOL.stop()} warm interpreter(s)")
+            kept = " and the kept import" if shared_import.end_kept() else ""
+            print(f"kwnb: ended {POOL.stop()} warm interpreter(s){kept}")
             return
-        idle = POOL.status()
+        idle, kept = POOL.status(), shared_import.kept_status()
+        if kept:
+            print(f"kwnb: the last run's import is kept for the next run in the same environment: pid {kept['pid']}, "
+                  f"{', '.join(kept['imports'])}, {format_size(kept['pss'])} (PSS), ends in {kept['left']:.0f} s")
         if not POOL.enabled():
             print("kwnb: warm starts are off (KWNB_WARM=0)")
             return

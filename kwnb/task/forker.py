@@ -1,18 +1,21 @@
 """One interpreter that imports what a run's script needs of TensorFlow once, then forks each of the run's
-tasks from itself (kwnb/backends/shared_import.py starts it): a 2-task run pays one `import tensorflow`
-(about 3.5 CPU-s on a quiet core, 6.5 under load) instead of two, and its tasks share the imported pages.
+tasks from itself (kwnb/backends/shared_import.py starts it, and may keep it for the process's next runs): a
+2-task run pays one `import tensorflow` (about 3.5 CPU-s on a quiet core, 6.5 under load) instead of two, and
+its tasks share the imported pages; a run that a kept forker serves pays none.
 
 It forks only after the imports, from its main thread, and never runs TensorFlow itself: a forked task starts
 as a cold one would after `import tensorflow`, with nothing initialized (no context, no device, no server).
 
 Its protocol, one line each way:
 - stdin, from the kernel: a job as JSON, `{"id": n, "argv": [...], "env": {...}, "cwd": ..., "log": ...}` (what a
-  warm interpreter reads, kwnb/task/warm.py), or `{"cancel": n, "signal": s}` for a job not yet forked (a signal
-  to a forked task goes to its process group, from the kernel). End of input: no more jobs; it exits once its
-  tasks have ended.
+  warm interpreter reads, kwnb/task/warm.py), plus `"namespaces": [paths]` for a run in a private network, which
+  the fork joins before anything else (the forker stays outside: it may serve a run in another network next);
+  or `{"cancel": n, "signal": s}` for a job not yet forked (a signal to a forked task goes to its process group,
+  from the kernel). End of input: no more jobs; it exits once its tasks have ended.
 - argv: what to import (comma-separated), and the file its output goes to, copied to the start of each task's log.
-- stdout, to the kernel: `kwnb-warm: ready` (kwnb/task/warm.py's), `forked <n> <pid>`, `ended <n> <code>` (`subprocess`'s returncode: negative
-  for a signal); anything else it prints (an import that failed) is for its log.
+- stdout, to the kernel: `kwnb-warm: ready` (kwnb/task/warm.py's), `forked <n> <pid>`, `ended <n> <code>`
+  (`subprocess`'s returncode: negative for a signal); anything else it prints (an import that failed) is for its
+  log.
 
 Each task leads a process group of its own and watches this process, which watches the kernel: when the
 kernel goes (even by SIGKILL), this ends every task's group and then itself, and a task whose forker is gone
@@ -151,12 +154,41 @@ def main() -> None:
     job = forker.serve()
     if job is None:
         return
-    # The forked task: only this thread came across the fork. Watch the forker, as a cold task watches the kernel.
-    forker_pid = os.getppid()
+    # The forked task: only this thread came across the fork (joining a user namespace needs that: setns(2)).
+    _enter(job)
+    forker_pid = os.getppid()  # watched, as a cold task watches the kernel
     threading.Thread(target=bootstrap._watch_parent, args=(forker_pid,), daemon=True, name="kwnb-watchdog").start()
     if len(sys.argv) > 2:
         _copy(sys.argv[2], job["log"])
     bootstrap.run(warm.become(job))
+
+
+def _enter(job: dict) -> None:
+    """Join the run's private network (its namespaces' paths, in order: kwnb/backends/netns.py), as `nsenter` does
+    for a cold task; a task that cannot must not run outside it (others could connect to it): it ends, saying why."""
+    for path in job.get("namespaces", ()):
+        try:
+            descriptor = os.open(path, os.O_RDONLY)
+            try:
+                _setns(descriptor)
+            finally:
+                os.close(descriptor)
+        except OSError as error:
+            with open(job["log"], "a") as log:
+                log.write(f"kwnb: could not enter the run's private network ({path}): {error}\n")
+            os._exit(1)
+
+
+def _setns(descriptor: int) -> None:
+    if hasattr(os, "setns"):  # Python 3.12+
+        os.setns(descriptor)
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(descriptor, 0) != 0:  # 0: whatever kind of namespace the descriptor is
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number))
 
 
 def _copy(imported: str, log: str) -> None:

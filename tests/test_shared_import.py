@@ -66,6 +66,20 @@ def test_what_is_shared():
     assert shared_import.shareable(no_tensorflow) == ()
 
 
+@pytest.mark.parametrize("imports, env, shared", [
+    ("import keras\nimport tensorflow as tf\n", {"KERAS_BACKEND": "jax"}, ("tensorflow",)),  # JAX, after the fork
+    ("import keras\n", {"KERAS_BACKEND": "jax"}, ()),  # nothing of TensorFlow to share
+    ("import jax\n", {"KERAS_BACKEND": "jax"}, ()),
+    ("import keras\n", {}, warm_room.WARM_IMPORTS),  # Keras 3 on TensorFlow: keras itself after the fork
+])
+def test_only_tensorflow_is_imported_before_the_fork(tmp_path, imports, env, shared):
+    script = tmp_path / "main.py"
+    script.write_text(imports)
+    launches = [TaskLaunch(TaskId("worker", i), sys.executable, str(script), [], {"PATH": "/bin", **env}, "/",
+                           tmp_path / f"{i}.log") for i in range(2)]
+    assert shared_import.shareable(launches) == shared
+
+
 def _launch(tmp_path: Path, index: int, code: str) -> TaskLaunch:
     script = tmp_path / f"task{index}.py"
     script.write_text(textwrap.dedent(code))

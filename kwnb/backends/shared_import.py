@@ -3,8 +3,9 @@ TensorFlow once (kwnb/task/forker.py), instead of each task importing it. Measur
 2-task tf-keras run took 6.4 CPU-s in all against about 10 for two cold tasks (docs/testing.md).
 
 Used by the local launcher for a run's tasks that the warm pool cannot serve, when the script imports
-TensorFlow (not JAX: JAX is not safe to fork once imported) and the tasks share the environment an import
-reads (warm.key); $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
+TensorFlow, and the tasks share the environment an import reads (warm.key). Only TensorFlow is imported
+before the fork (FORKABLE): a Keras 3 or JAX task imports those itself after it, JAX being unsafe to fork once
+imported; $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
 machine's network; the tasks of a run in a private network join it after the fork (netns.namespaces).
 
 When its run ends, a launcher without warm starts keeps its forker (`keep`) for the process's next run
@@ -43,6 +44,9 @@ from .base import TaskLaunch
 
 FORKER_SCRIPT = str(Path(__file__).parents[1] / "task" / "forker.py")
 SHARED_IMPORT_ENV = "KWNB_SHARED_IMPORT"  # 0: each local task imports TensorFlow itself (a cold start)
+# Imported before a fork: TensorFlow only forks cleanly once imported (its threads idle, nothing initialized);
+# JAX is not safe to fork once imported, and `keras` may bring JAX in.
+FORKABLE = ("tensorflow", "tf_keras")
 KEEP_SECONDS = 120.0  # a kept forker's life after its last run: runs one after another come seconds apart; its
 # import (about 300 MB PSS with TensorFlow) is given back two minutes after the last of them
 GONE_SECONDS = 2.0  # after the forker ended unexpectedly: how long its tasks' watchdogs take to end them, at most
@@ -53,12 +57,13 @@ def enabled() -> bool:
 
 
 def shareable(launches: list[TaskLaunch]) -> tuple[str, ...]:
-    """What the run's tasks would import once, shared: TensorFlow and tf-keras, for a run of two tasks or more
-    that share the environment the import reads; () when sharing cannot help or is not safe."""
+    """What the run's tasks would import once, shared: of what a warm interpreter would import for them, the
+    TensorFlow part (FORKABLE), for a run of two tasks or more that share the environment the import reads; ()
+    when sharing cannot help. Keras 3 and JAX each task imports itself, after the fork."""
     if len(launches) < 2 or len({warm_pool.key(launch.python, launch.env) for launch in launches}) > 1:
         return ()
-    imports = warm_room.warm_imports(launches[0].script, launches[0].env)
-    return imports if imports == warm_room.WARM_IMPORTS else ()  # not Keras 3 nor JAX: forking them is not safe
+    imports = tuple(name for name in warm_room.warm_imports(launches[0].script, launches[0].env) if name in FORKABLE)
+    return imports if "tensorflow" in imports else ()
 
 
 class ForkedPopen:

@@ -90,7 +90,8 @@ def _launch(tmp_path: Path, index: int, code: str) -> TaskLaunch:
 
 def _forker(tmp_path: Path, import_seconds: float = 0.0) -> shared_import.SharedImport:
     """A forker that imports a module of the test's, which takes `import_seconds`."""
-    (tmp_path / "slow_module.py").write_text(f"import time\ntime.sleep({import_seconds})\n")
+    (tmp_path / "slow_module.py").write_text(f"import sys, time\ntime.sleep({import_seconds})\n"
+                                             "print('slow_module imported', file=sys.stderr, flush=True)\n")
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
     return shared_import.SharedImport(sys.executable, env, str(tmp_path), ("slow_module",))
 
@@ -113,11 +114,11 @@ def test_exit_codes_signals_and_groups_reach_the_engine(tmp_path):
         time.sleep(300)
         """)))
     assert _wait(exits) == 7
-    assert "ran" in (tmp_path / "worker-0.log").read_text()
+    assert (tmp_path / "worker-0.log").read_text() == "slow_module imported\nran\n"  # the import's output first
     deadline = time.monotonic() + 20
     while "child" not in (tmp_path / "worker-1.log").read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
-    child = int((tmp_path / "worker-1.log").read_text().split()[1])
+    child = int((tmp_path / "worker-1.log").read_text().split("child ")[1].split()[0])
     assert os.getpgid(sleeps.pid) == sleeps.pid and os.getpgid(child) == sleeps.pid  # a group of its own
     assert psutil.Process(sleeps.pid).ppid() == forker.popen.pid
     sleeps.signal(signal.SIGKILL)
@@ -228,7 +229,21 @@ def test_a_kept_forker_serves_its_environment_only_and_ends_after_its_time(tmp_p
     later = _forker(tmp_path)
     shared_import.keep(later)
     assert later.popen.wait(5) == 0 and shared_import.take(later.key) is None  # its time is up
-    assert not later.folder.exists()  # its import's output goes with it
+
+
+def test_only_a_task_run_by_the_interpreter_itself_is_served_by_a_process_started_ahead(tmp_path):
+    from kwnb.backends import warm
+
+    wrapper = tmp_path / "python-in-cgroup"  # as tests/test_training_faults.py's: it does something per task
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    launch = _launch(tmp_path, 0, "")
+    assert warm.can_serve(launch)
+    wrapped = _launch(tmp_path, 0, "")
+    wrapped.argv = [sys.executable, "recorder.py", "task.jsonl", *wrapped.argv]  # a launcher that wraps it
+    assert not warm.can_serve(wrapped)
+    assert not warm.can_serve(TaskLaunch(launch.task, str(wrapper), launch.script, [], launch.env, launch.cwd,
+                                         launch.log_path))
 
 
 def test_a_task_that_cannot_enter_its_network_does_not_run_outside_it(tmp_path):

@@ -191,7 +191,7 @@ class LocalLauncher(Launcher):
     def start_all(self, launches: list[TaskLaunch]) -> list[TaskProcess]:
         self._release_ports()  # the tasks bind them now
         warm_pool.POOL.run_started(self)  # cold runs too: the pool must not import TensorFlow beside them
-        if self.warm:
+        if self.warm and all(map(warm_pool.can_serve, launches)):
             self._launches = launches  # what to prepare warm interpreters for, once the run ends
         if launches:
             limits = read_limits()
@@ -207,9 +207,10 @@ class LocalLauncher(Launcher):
         launch.env.update(self._threads)  # before the warm pool's key is taken: it includes them
         launch.env.update(temp_variables(launch.env))  # the same folder every run: the key stays the same
         inside = self.chosen == "private"
-        popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm else None
+        ahead = warm_pool.can_serve(launch)  # a process started ahead may stand in for the task's
+        popen = warm_pool.POOL.take(launch, self._namespace() if inside else None) if self.warm and ahead else None
         warm = popen is not None
-        if popen is None and self._shared_imports:
+        if popen is None and self._shared_imports and ahead:
             popen = self._forker(launch).fork(launch, self._namespace().namespaces() if inside else ())
         if popen is None:
             popen = self._popen(self._namespace().enter(launch.argv) if inside else launch.argv, launch)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -100,14 +99,14 @@ class SharedImport:
         self._lock = threading.Lock()
         self._handles: dict[int, ForkedPopen] = {}
         self._next = 0
-        self.folder = Path(tempfile.mkdtemp(prefix="kwnb-forker-"))  # its output, whichever runs it serves
-        log = self.folder / "import.log"  # copied to the start of each task's log (an import that failed)
-        argv = [python, "-u", FORKER_SCRIPT, ",".join(imports), str(log)]
+        argv = [python, "-u", FORKER_SCRIPT, ",".join(imports)]
         self.key = warm_pool.key(python, env)  # the tasks it may fork (shareable)
         self.imports = imports
         env = {**warm_pool.base_env(env), PARENT_PID_ENV: str(os.getpid())}
-        with open(log, "ab") as out:
-            self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out, env=env,
+        # Its stderr, what the import prints, is copied to the start of each task's log (an import that failed): a
+        # file with no name, which goes with the forker and its tasks, whichever runs it served and however it ends.
+        with tempfile.TemporaryFile() as output:
+            self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=output, env=env,
                                           cwd=cwd, **OWN_PROCESS_GROUP)
         self._reader = threading.Thread(target=self._read, name="kwnb-forker", daemon=True)
         self._reader.start()
@@ -152,7 +151,6 @@ class SharedImport:
             if len(words) == 3 and words[0] in ("forked", "ended") and words[1].isdigit():
                 self._apply(words[0], int(words[1]), int(words[2]))
         self.popen.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
         self._forker_gone()
 
     def _apply(self, what: str, job_id: int, value: int) -> None:

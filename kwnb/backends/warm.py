@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -45,7 +46,7 @@ from ..machine.task_env import NOT_KEYED
 from ..task.process_group import OWN_PROCESS_GROUP
 from ..task.runfolder import PARENT_PID_ENV
 from . import netns, warm_room
-from .base import TaskLaunch
+from .base import BOOTSTRAP, TaskLaunch
 
 WARM_SCRIPT = str(Path(__file__).parents[1] / "task" / "warm.py")
 _WARM_SCRIPT_TAIL = os.path.join("kwnb", "task", "warm.py")  # any kwnb install's: another kernel may use another
@@ -54,6 +55,23 @@ IDLE_SECONDS = 600.0
 NICE = 19  # warm interpreters import at the lowest priority; the task then runs at the kernel's (task/warm.py)
 QUIET_RETRY = 2.0  # seconds between looks at the CPUs while a refill waits for other work to quieten
 LOG_FOLDER_PREFIX = "kwnb-warm-"  # the pool's own logs: a warm interpreter writes there until it becomes a task
+
+
+def can_serve(launch: TaskLaunch) -> bool:
+    """Whether a process that imported ahead (a warm interpreter, a fork of a shared import) may stand in for the
+    task's: its argv is kwnb's bootstrap run by the interpreter itself. Not when a launcher wraps the argv, nor when
+    `--python` is a script around an interpreter: what they do per task, a process started ahead would skip."""
+    return launch.argv == [launch.python, "-u", BOOTSTRAP, launch.script, *launch.args] \
+        and not _is_script(launch.python)
+
+
+@functools.lru_cache(maxsize=16)
+def _is_script(python: str) -> bool:
+    try:
+        with open(python, "rb") as program:
+            return program.read(2) == b"#!"
+    except OSError:
+        return False
 
 
 def key(python: str, env: dict[str, str]) -> str:

@@ -12,7 +12,8 @@ Its protocol, one line each way:
   the fork joins before anything else (the forker stays outside: it may serve a run in another network next);
   or `{"cancel": n, "signal": s}` for a job not yet forked (a signal to a forked task goes to its process group,
   from the kernel). End of input: no more jobs; it exits once its tasks have ended.
-- argv: what to import (comma-separated), and the file its output goes to, copied to the start of each task's log.
+- argv: what to import (comma-separated). Its stderr (the import's output) is a file, copied to the start of each
+  task's log.
 - stdout, to the kernel: `kwnb-warm: ready` (kwnb/task/warm.py's), `forked <n> <pid>`, `ended <n> <code>`
   (`subprocess`'s returncode: negative for a signal); anything else it prints (an import that failed) is for its
   log.
@@ -26,6 +27,7 @@ import json
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -158,8 +160,7 @@ def main() -> None:
     _enter(job)
     forker_pid = os.getppid()  # watched, as a cold task watches the kernel
     threading.Thread(target=bootstrap._watch_parent, args=(forker_pid,), daemon=True, name="kwnb-watchdog").start()
-    if len(sys.argv) > 2:
-        _copy(sys.argv[2], job["log"])
+    _copy_import_output(job["log"])
     bootstrap.run(warm.become(job))
 
 
@@ -191,11 +192,18 @@ def _setns(descriptor: int) -> None:
         raise OSError(number, os.strerror(number))
 
 
-def _copy(imported: str, log: str) -> None:
-    """What the import printed (TensorFlow's start-up lines), first in the task's log, as a cold task's shows it."""
+def _copy_import_output(log: str) -> None:
+    """What the import printed (TensorFlow's start-up lines) first in the task's log, as a cold task's shows it: the
+    forker's stderr is a file with no name (shared_import.py), read here from its start, before the task's own
+    output replaces it."""
     try:
-        with open(imported, "rb") as source, open(log, "ab") as target:
-            target.write(source.read())
+        if not stat.S_ISREG(os.fstat(2).st_mode):
+            return
+        with open(log, "ab") as target:
+            offset = 0
+            while chunk := os.pread(2, 1 << 16, offset):
+                target.write(chunk)
+                offset += len(chunk)
     except OSError:
         pass
 

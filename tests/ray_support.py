@@ -32,7 +32,19 @@ NODES = 2  # besides the head: enough for one task per node of a 2-worker job
 CPUS_PER_NODE = 2  # logical CPUs Ray may hand out on each node: 2 tasks pack onto one
 OBJECT_STORE = 80 * 1024 * 1024  # bytes per node: Ray's minimum is 75 MiB; kwnb sends only logs through it
 START_SECONDS = 240.0  # on 2 busy cores a node took 15-40 s to register
-PROBE_SECONDS = 60.0
+# What `ray start` prints once the GCS lists its node (its raylet registered: ray/scripts/scripts.py prints it
+# after ray/_private/node.py found the node in the GCS). Read from its output, this costs nothing; a probe
+# instead (a Python joining the cluster as a driver to count the live nodes) took 3-13 s a time, its CPU
+# taken from the nodes starting on the same 2 cores.
+STARTED = "Ray runtime started."
+# The GCS health-checks each raylet every period and calls a node dead after 5 failures in a row: 15 s at
+# Ray's 3000 ms (ray_config_def.h), 5 s at 1000. A killed node refuses each check at once: the lost-node test
+# took 30.6 s, against 38-40; a live raylet is still called dead only after 5 checks that each time out (10 s).
+HEALTH_CHECK_MS = 1000
+# Every node's. No log monitor: it sends the tasks' output to drivers, and kwnb's driver joins with
+# log_to_driver=False; 3 Python processes fewer (2-3 CPU-s each) while the nodes start.
+START_OPTIONS = ["--block", "--disable-usage-stats", f"--object-store-memory={OBJECT_STORE}",
+                 "--include-log-monitor=false"]
 # While the nodes start they share a CPU group of 8 times the usual weight (cgroup v1 cpu.shares, 1024 is
 # everyone's): under a load of 30-40 on the 2 cores, a raylet at the usual weight missed Ray's fixed 30 s for
 # registering (ray/_private/node.py) four times of four. Once the cluster is up, every process of it goes
@@ -84,14 +96,11 @@ class RayCluster:
         starter.wait(timeout=30)
 
     def stop(self) -> None:
-        for starter in [*self.nodes, self.head]:
-            _kill_tree(starter.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(starter.poll() is None for starter in [*self.nodes, self.head]) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        """SIGKILL to every process of the cluster, as `remove_node` takes a node: nothing of it is kept, and on
+        a SIGTERM `ray start` stops its daemons one after the other, which took over 12 s here."""
         for starter in [*self.nodes, self.head]:
             _kill_tree(starter.pid, signal.SIGKILL)
-            starter.poll()
+            starter.wait(timeout=30)
         for pid in self.pids():
             _kill_tree(pid, signal.SIGKILL)
         self.network.remove()  # kills what is left inside the namespaces
@@ -147,25 +156,27 @@ def _start() -> RayCluster:
     for name, value in env.items():  # this process is the driver: Ray reads its auth mode once, at first use
         _saved_env.setdefault(name, os.environ.get(name))
         os.environ[name] = value
-    node_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    node_env = {**os.environ, **env, "RAY_health_check_period_ms": str(HEALTH_CHECK_MS),
+                "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     head_ip = network.root_address
     port = _free_port(head_ip)
-    common = ["--block", "--disable-usage-stats", f"--object-store-memory={OBJECT_STORE}"]
+    # -u: `ray start --block` never exits, so a line left in its output buffer would never reach the file.
+    ray_start = [sys.executable, "-u", str(ray_cli), "start", *START_OPTIONS]
     group = _starting_group()
-    head = _starter([str(ray_cli), "start", "--head", f"--node-ip-address={head_ip}", f"--port={port}",
-                     "--num-cpus=0", f"--temp-dir={temp}", "--include-dashboard=false", *common], node_env,
-                    f"{temp}/head.err", group)
+    head = _starter([*ray_start, "--head", f"--node-ip-address={head_ip}", f"--port={port}", "--num-cpus=0",
+                     f"--temp-dir={temp}", "--include-dashboard=false"], node_env, f"{temp}/head.log", group)
     cluster = RayCluster(f"{head_ip}:{port}", env, network, head, temp=temp)
     try:
-        _wait_for_port(head_ip, port, head)
-        _wait_for_nodes(cluster, 1)  # a node started before the head's raylet registered gives up
+        _wait_for_started(cluster, [head])  # a node started before the head's raylet registered gives up
+        # One after the other: a raylet registers only once its node's dashboard and runtime-env agents (two
+        # Python processes) are up, within Ray's 30 s. Started both at once under a load of 9-19, a node missed
+        # it in 2 starts of 11 (each a whole new attempt, 45 s); one at a time, 6 of 6 made it, 5.5-7.7 s each.
         for host in network.nodes:
             cluster.nodes.append(_starter(
-                [*network.enter(host), str(ray_cli), "start", f"--address={cluster.address}",
-                 f"--node-ip-address={network.address(host)}", f"--num-cpus={CPUS_PER_NODE}", *common],
-                node_env, f"{temp}/{host}.err", group))
-        _wait_for_nodes(cluster, 1 + NODES)
+                [*network.enter(host), *ray_start, f"--address={cluster.address}",
+                 f"--node-ip-address={network.address(host)}", f"--num-cpus={CPUS_PER_NODE}"],
+                node_env, f"{temp}/{host}.log", group))
+            _wait_for_started(cluster, cluster.nodes[-1:])
     except BaseException:
         cluster.stop()
         _leave_group(group, [])
@@ -175,51 +186,34 @@ def _start() -> RayCluster:
     return cluster
 
 
-def _wait_for_port(host: str, port: int, head: subprocess.Popen) -> None:
+def _wait_for_started(cluster: RayCluster, starters: list[subprocess.Popen]) -> None:
+    """Until each of `starters` printed STARTED (its output file read every 0.2 s), while none of the
+    cluster's `ray start` processes exited."""
     deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if head.poll() is not None:
-            raise RayUnavailable(f"the Ray head exited with code {head.returncode}: "
-                                 f"{_tail(head)}")
-        try:
-            socket.create_connection((host, port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise RayUnavailable(f"the Ray head did not listen on {host}:{port} within {START_SECONDS:g} s")
-
-
-def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
-    """Until `ray status`-like: the GCS lists `count` live nodes (asked from a child, not this process's Ray)."""
-    probe = ("import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False); "
-             "print(sum(n['Alive'] for n in ray.nodes()))")
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
+    waiting = list(starters)
+    while True:
         for starter in [cluster.head, *cluster.nodes]:
             if starter.poll() is not None:
-                raise RayUnavailable(f"a Ray node exited with code {starter.returncode}: "
-                                     f"{_tail(starter)}")
-        try:
-            result = subprocess.run([sys.executable, "-c", probe, cluster.address], capture_output=True, text=True,
-                                    env={**os.environ, **cluster.env}, timeout=PROBE_SECONDS)
-        except subprocess.TimeoutExpired:
-            continue  # a raylet still starting keeps a driver waiting: ask again
-        if result.returncode == 0 and result.stdout.strip().splitlines()[-1:] == [str(count)]:
+                raise RayUnavailable(f"a Ray node exited with code {starter.returncode}: {_tail(starter)}")
+        waiting = [starter for starter in waiting if STARTED not in Path(starter.log).read_text(errors="replace")]
+        if not waiting:
             return
-        time.sleep(1)
-    raise RayUnavailable(f"the Ray cluster did not have {count} live nodes within {START_SECONDS:g} s")
+        if time.monotonic() > deadline:
+            raise RayUnavailable(f"{len(waiting)} Ray node(s) had not started within {START_SECONDS:g} s: "
+                                 f"{_tail(waiting[0])}")
+        time.sleep(0.2)
 
 
-def _starter(argv: list[str], env: dict[str, str], errors: str, group: Path | None) -> subprocess.Popen:
-    """One `ray start --block`, its stderr kept in a file (`_tail` reads its end when it fails), in the
-    starting CPU group if there is one (its daemons follow it there)."""
+def _starter(argv: list[str], env: dict[str, str], log: str, group: Path | None) -> subprocess.Popen:
+    """One `ray start --block`, its output kept in a file (STARTED is looked for there, and `_tail` reads its
+    end when it fails), in the starting CPU group if there is one (its daemons follow it there)."""
     def enter() -> None:
         if group is not None:
             (group / "cgroup.procs").write_text(str(os.getpid()))
-    with open(errors, "wb") as said:
-        starter = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=said, start_new_session=True,
+    with open(log, "wb") as said:
+        starter = subprocess.Popen(argv, env=env, stdout=said, stderr=subprocess.STDOUT, start_new_session=True,
                                    preexec_fn=enter)
-    starter.errors = errors
+    starter.log = log
     return starter
 
 
@@ -254,7 +248,7 @@ def _leave_group(group: Path | None, pids) -> None:
 
 
 def _tail(starter: subprocess.Popen) -> str:
-    return Path(starter.errors).read_text(errors="replace")[-500:]
+    return Path(starter.log).read_text(errors="replace")[-500:]
 
 
 def stop(cluster: RayCluster) -> None:

@@ -15,7 +15,7 @@ the floor of importing TensorFlow.
   ipyparallel  ipp.Cluster(n=2); each engine sets os.environ (TF_CONFIG, ...) and then runs the
                same script's source (TensorFlow is imported only then)
   import_tf    `python -c "import tensorflow"`, as many at once as the job has workers: the
-               physical floor of any worker's start
+               physical floor of any worker's start (--smoke: the stand-in's imports, cfg.floor_import)
   bare again   bare run a second time in each round: the A/A pair
 
 Times are from the launch call (t0, taken just before the method's first action) to
@@ -41,8 +41,8 @@ import portpicker
 
 import kwnb.api  # noqa: F401 - imported up front, as `%load_ext kwnb` does in a notebook
 
-from .common import (WORKER_ENV, PortProbe, job, log, paired_ratios, parse_markers, read_markers, row,
-                     since, steps_per_second, check, wait_pids_gone)
+from .common import (WORKER_ENV, PortProbe, job, log, paired_ratios, parse_markers, probe_hello, read_markers,
+                     row, since, steps_per_second, check, wait_pids_gone)
 
 METHODS = ("kwnb", "bare", "kwnb.launch", "bare session", "tutorial", "ipyparallel", "import_tf", "bare again")
 # "bare again" is bare run a second time in each round: the A/A pair that shows how far a
@@ -109,7 +109,7 @@ def run_kwnb(cfg, workdir: Path) -> dict:
 
     t0 = time.time()
     run = kwnb.launch(job(cfg), n=cfg.n, name="bench", runs_dir=workdir / "kwnb-runs", args=train_args(cfg))
-    probe = PortProbe([w.address for w in run.workers]).start()
+    probe = PortProbe([w.address for w in run.workers], hello=probe_hello(job(cfg))).start()
     codes = run.wait(RUN_TIMEOUT)
     waited = time.time()  # wait() returned: what a script, %kw_wait and --wait wait for (issue 31)
     if not run.done:
@@ -139,7 +139,7 @@ def run_bare(cfg, workdir: Path, new_session: bool = False) -> dict:
             procs.append(subprocess.Popen([sys.executable, str(job(cfg)), *train_args(cfg)], stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT, env=_env(config),
                                           start_new_session=new_session))
-    probe = PortProbe(addresses).start()
+    probe = PortProbe(addresses, hello=probe_hello(job(cfg))).start()
     codes = _wait_all(procs)
     ended = time.time()
     probe.stop()
@@ -159,7 +159,7 @@ def run_tutorial(cfg, workdir: Path) -> dict:
     for i in range(cfg.n - 1):  # %%bash --bg: python main.py &> job_0.log
         background.append(subprocess.Popen(["bash", "-c", f"{command} &> job_{i}.log"], cwd=folder,
                                            stdin=subprocess.DEVNULL, env=_env(configs[i])))
-    probe = PortProbe(addresses).start()
+    probe = PortProbe(addresses, hello=probe_hello(job(cfg))).start()
     time.sleep(cfg.tutorial_sleep)  # time.sleep(10): the tutorial's wait for worker 0
     last = cfg.n - 1  # %%bash: python main.py (the cell blocks until it ends)
     foreground = subprocess.Popen(["bash", "-c", f"{command} &> job_{last}.log"], cwd=folder,
@@ -192,7 +192,7 @@ def run_ipyparallel(cfg, workdir: Path) -> dict:
         client = cluster.start_and_connect_sync(activate=False)
         engines_up = time.time()
         addresses, configs = _cluster(cfg.n)
-        probe = PortProbe(addresses).start()
+        probe = PortProbe(addresses, hello=probe_hello(job(cfg))).start()
         env = {k: v for k, v in WORKER_ENV.items()}
         results = [client[engine].apply_async(_engine_train, configs[i], env, source, train_args(cfg), str(job(cfg)))
                    for i, engine in enumerate(client.ids[: cfg.n])]
@@ -231,7 +231,7 @@ def _pid_info() -> dict:
 
 def run_import_tf(cfg, workdir: Path) -> dict:
     t0 = time.time()
-    procs = [subprocess.Popen([sys.executable, "-c", "import tensorflow"], stdin=subprocess.DEVNULL,
+    procs = [subprocess.Popen([sys.executable, "-c", f"import {cfg.floor_import}"], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
              for _ in range(cfg.n)]
     ends = []
@@ -323,7 +323,7 @@ def _values(samples: dict, method: str, key: str) -> list:
 def method_labels(cfg) -> dict[str, str]:
     return {"kwnb": "kwnb in a kernel + dashboard", "kwnb.launch": "kwnb.launch (no dashboard)",
             "bare": "bare Popen", "bare session": "bare Popen (own session)", "tutorial": f"tutorial (sleep {cfg.tutorial_sleep:g} s)",
-            "ipyparallel": f"ipyparallel Cluster(n={cfg.n})", "import_tf": f"python -c 'import tensorflow' x{cfg.n}",
+            "ipyparallel": f"ipyparallel Cluster(n={cfg.n})", "import_tf": f"python -c 'import {cfg.floor_import}' x{cfg.n}",
             "bare again": "bare Popen, run again (A/A)"}
 
 

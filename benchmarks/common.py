@@ -150,14 +150,25 @@ class LoadSampler:
 
 
 # ----- readiness -----------------------------------------------------------------------------
+# What the probe says once connected, to the smoke run's stand-in only (workloads/standin.py), which keeps its
+# port open until it hears this; TensorFlow's servers in a full run hear nothing, as before.
+PROBE_HELLO = b"probed"
+
+
+def probe_hello(script) -> bytes:
+    return PROBE_HELLO if Path(script).name == "standin.py" else b""
+
+
 class PortProbe:
     """Polls host:port addresses every `interval` s from a thread; records when each first accepts.
 
-    The same probe watches every method, so its resolution (20 ms) is the same for all of them.
+    The same probe watches every method, so its resolution (20 ms) is the same for all of them. The
+    time is taken on connecting, before `hello` (if any) is sent.
     """
 
-    def __init__(self, addresses: list[str], interval: float = 0.02, deadline: float = 600.0):
+    def __init__(self, addresses: list[str], interval: float = 0.02, deadline: float = 600.0, hello: bytes = b""):
         self.addresses = list(addresses)
+        self._hello = hello
         self.open_at: dict[str, float] = {}
         self.first_probe_at: float | None = None
         self.already_open: list[str] = []  # open at the first probe: the time is then an upper bound
@@ -180,10 +191,12 @@ class PortProbe:
                     continue
                 host, _, port = address.rpartition(":")
                 try:
-                    with socket.create_connection((host, int(port)), timeout=0.05):
+                    with socket.create_connection((host, int(port)), timeout=0.05) as conn:
                         self.open_at[address] = time.time()
                         if first:
                             self.already_open.append(address)
+                        if self._hello:
+                            conn.sendall(self._hello)
                 except OSError:
                     pass
             first = False

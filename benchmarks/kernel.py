@@ -170,7 +170,7 @@ def run_job(kernel: Kernel, method: str, script: str, n: int, args: list[str], n
     Returns the kernel's CPU seconds and peak memory over launch + wait, the launch time t0 (the
     kernel's clock), the workers' addresses and logs, exit codes and when every port accepted.
     """
-    from .common import WORKER_ENV, PortProbe
+    from .common import WORKER_ENV, PortProbe, probe_hello
 
     folder.mkdir(parents=True, exist_ok=True)
     if method == "kwnb":
@@ -185,7 +185,7 @@ def run_job(kernel: Kernel, method: str, script: str, n: int, args: list[str], n
     cpu_before = kernel.cpu_seconds()
     with RssSampler(kernel.process) as rss:
         started = kernel.execute_json(launch)
-        port_probe = PortProbe(started["addresses"]).start() if probe else None
+        port_probe = PortProbe(started["addresses"], hello=probe_hello(script)).start() if probe else None
         if method == "kwnb":
             kernel.execute(KWNB_SHOW)
         finished = kernel.execute_json(wait, timeout=timeout + 60)

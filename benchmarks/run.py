@@ -44,6 +44,7 @@ class Config:
     mark_a: int = 10  # throughput is measured between these two steps (startup excluded)
     mark_b: int = 960  # ~11 s at ~85 steps/s: a 150-step window (1.8 s) left a ±10 % spread between runs
     tutorial_sleep: float = 10.0  # the tutorials' time.sleep(10) between worker 0 and worker 1
+    floor_import: str = "tensorflow"  # section 1's floor: `python -c "import <this>"`, once per worker, at once
     pause: float = 0.5  # between two methods, so one's exit does not overlap the next one's start
     log_sizes: list = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
     log_timeout: float = 300.0
@@ -76,17 +77,22 @@ def smoke_config() -> Config:
 
     Every method runs train.py's stand-in (workloads/standin.py: its markers and progress lines, each
     task's port, the tasks' wait for each other; no TensorFlow): about 25 starts of TensorFlow workers,
-    3-5 s each on 2 cores, were most of the 4-5 minutes the smoke run took. TensorFlow is left in section
-    1's import floor and in the pool refills of sections 6 and 9. Nothing waits that need not: no reading
-    time before section 9's cell (its kwnb cell then starts before the pool is ready, cold: the row says
-    how many tasks started warm), section 2 reads section 1's runs of its 4 methods (the same job here:
-    throughput.same_job_as_bringup), section 8's 1-CPU runs train 12 steps, idle workers sleep 0.5 s. Two
-    variants that run a section's code again with other settings are left out: section 8's emulated
-    64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in 1 CPU) and section 9's
-    "quiet check off" (with no reading time, the pool's quiet check has nothing to change).
+    3-5 s each on 2 cores, were most of the 4-5 minutes the smoke run took. Section 1's import floor
+    imports the stand-in's modules: two `import tensorflow` at once took 6 s on a quiet machine (12 s at
+    load 3) of a 72-83 s smoke run, and train.py's own test imports TensorFlow under the workers'
+    environment. TensorFlow is left in section 9's pool (`%load_ext kwnb` prepares it before any script is
+    known). Nothing waits that need not: the tutorial method sleeps 0.5 s (the stand-in listens ~0.1 s
+    after its start), no reading time before section 9's cell (its kwnb cell then starts before the pool
+    is ready, cold: the row says how many tasks started warm), section 2 reads section 1's runs of its 4
+    methods (the same job here: throughput.same_job_as_bringup), section 8's 1-CPU runs train 12 steps,
+    idle workers sleep 0.5 s. Two variants that run a section's code again with other settings are left
+    out: section 8's emulated 64-core node (TensorFlow's defaults with 3 variables set: 2 more starts in
+    1 CPU) and section 9's "quiet check off" (with no reading time, the pool's quiet check has nothing to
+    change).
     """
     return Config(smoke=True, job="standin.py", rounds=1, throughput_rounds=1, bringup_steps=12, steps=12,
-                  mark_a=2, mark_b=12, tutorial_sleep=2.0, pause=0.0,
+                  mark_a=2, mark_b=12, tutorial_sleep=0.5, floor_import="argparse, json, os, socket, threading",
+                  pause=0.0,
                   log_sizes=[1_000, 10_000], log_timeout=60.0, latency_rate=20.0, latency_seconds=1.5,
                   scaling_sizes=[1], scaling_rounds=1, scaling_steps=3, task_counts=[4], idle_sizes=[2], idle_seconds=0.5,
                   parse_lines=20_000, thread_rounds=1, thread_steps=12, thread_mark_a=2, thread_mark_b=10,

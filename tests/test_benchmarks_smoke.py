@@ -20,8 +20,10 @@ MACHINE_FIELDS = {"date", "cpu_count_logical", "cpu_model", "memory_total_gb", "
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     # With train.py, the smoke run took 237 s on a 2-core machine that others' tests kept busy (load 4-5;
-    # 211 s on an idle CI machine), mostly TensorFlow starting; its stand-in (benchmarks/workloads/standin.py)
-    # leaves section 1's import floor and the pool refills (benchmarks/README.md). 900 s: for a loaded machine.
+    # 211 s on an idle CI machine), mostly TensorFlow starting; with its stand-in (benchmarks/workloads/standin.py)
+    # 72 s at load 0.2-1 (section 1's `import tensorflow` floor 6 s of it), and 57 s since the floor imports
+    # the stand-in's modules and a probed stand-in closes its port once seen (benchmarks/README.md).
+    # 900 s: for a loaded machine.
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out)], cwd=ROOT,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
@@ -94,8 +96,12 @@ def test_every_comparison_was_measured(smoke):
         assert found[0]["n"] >= 1 and found[0]["median"] is not None, found[0]
         return found[0]
 
-    others = ["bare Popen (own session)", "bare Popen", "tutorial (sleep 2 s)"] + (["ipyparallel Cluster(n=2)"] if has_ipyparallel() else [])
-    measured("1.", "all imports done", "python -c 'import tensorflow' x2")
+    config = data["config"]
+    others = ["bare Popen (own session)", "bare Popen", f"tutorial (sleep {config['tutorial_sleep']:g} s)"] \
+        + (["ipyparallel Cluster(n=2)"] if has_ipyparallel() else [])
+    # The floor imports the stand-in's modules in a smoke run (train.py's import runs in the test above).
+    assert config["floor_import"] != "tensorflow"
+    measured("1.", "all imports done", f"python -c 'import {config['floor_import']}' x2")
     for metric in ("every worker's port accepts", "chief's first step done"):
         for mine in ("kwnb in a kernel + dashboard", "kwnb.launch (no dashboard)"):
             measured("1.", metric, mine)

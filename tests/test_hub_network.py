@@ -217,6 +217,8 @@ def learner(tmp_path):
     if os.geteuid() != 0 or not all(shutil.which(name) for name in ("useradd", "userdel", "setpriv", "unshare")):
         pytest.skip("needs root, useradd, setpriv and unshare to run as a fresh learner")
     name = f"kwnbl{os.getpid() % 100000}"
+    # A run killed before its teardown leaves its learner; a later process with the same pid would not get one.
+    subprocess.run(["userdel", name], capture_output=True)
     made = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
                           capture_output=True, text=True)
     if made.returncode != 0:

@@ -230,12 +230,18 @@ def kept_status() -> dict | None:
     return {"pid": kept.popen.pid, "imports": kept.imports, "pss": pss, "left": max(0.0, until - time.monotonic())}
 
 
-def end_kept() -> bool:
-    """End the kept forker now (%kw_pool --stop); whether there was one."""
+def end_kept(wait: float = 2.0) -> bool:
+    """End the kept forker now (%kw_pool --stop, the process's exit), waited for up to `wait` seconds (it has no
+    task: it exits at once); whether there was one."""
+    global _kept, _kept_timer
     with _KEPT_LOCK:
-        had = _kept is not None
-    take("")  # no key matches "": it ends
-    return had
+        kept, _kept = _kept, None
+        if _kept_timer is not None:
+            _kept_timer.cancel()
+            _kept_timer = None
+    if kept is not None:
+        kept.close(wait=wait)
+    return kept is not None
 
 
 def _expire(forker: SharedImport) -> None:
@@ -247,5 +253,5 @@ def _expire(forker: SharedImport) -> None:
     forker.close()
 
 
-atexit.register(end_kept)  # at exit the kept forker ends at once: it has no task, and its own watchdog would take
-# half a second to see the kernel gone
+atexit.register(end_kept)  # at exit the kept forker ends with the process, not half a second later when its own
+# watchdog sees the kernel gone: a user removed once a learner's process has ended has none left

@@ -204,17 +204,23 @@ def keep(forker: SharedImport) -> None:
 def take(key: str) -> SharedImport | None:
     """The kept forker, if it can fork tasks with this key (then it is the caller's until it keeps it again);
     a kept one that cannot ends (the runs have moved to another environment)."""
+    kept = _pop_kept()
+    if kept is not None and kept.alive and kept.key == key:
+        return kept
+    if kept is not None:
+        kept.close()
+    return None
+
+
+def _pop_kept() -> SharedImport | None:
+    """The kept forker, no longer kept (its timer stopped)."""
     global _kept, _kept_timer
     with _KEPT_LOCK:
         kept, _kept = _kept, None
         if _kept_timer is not None:
             _kept_timer.cancel()
             _kept_timer = None
-    if kept is not None and kept.alive and kept.key == key:
-        return kept
-    if kept is not None:
-        kept.close()
-    return None
+    return kept
 
 
 def kept_status() -> dict | None:
@@ -233,12 +239,7 @@ def kept_status() -> dict | None:
 def end_kept(wait: float = 2.0) -> bool:
     """End the kept forker now (%kw_pool --stop, the process's exit), waited for up to `wait` seconds (it has no
     task: it exits at once); whether there was one."""
-    global _kept, _kept_timer
-    with _KEPT_LOCK:
-        kept, _kept = _kept, None
-        if _kept_timer is not None:
-            _kept_timer.cancel()
-            _kept_timer = None
+    kept = _pop_kept()
     if kept is not None:
         kept.close(wait=wait)
     return kept is not None

@@ -1,0 +1,47 @@
+"""benchmarks/suite_cpu.py, the plugin that says where the suite's time and CPU go: its table adds the workers'
+files up, older files without the group column included, and where it may make a cpuacct group (root, cgroup v1)
+a process the test run leaves behind unreaped is counted in that column, not in the reaped children's."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.suite_cpu import CPUACCT, table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_table_sums_the_workers_files_largest_cpu_first(tmp_path):
+    (tmp_path / "cpu-gw0.json").write_text(json.dumps({"tests/a.py": [10, 1, 2, 9], "tests/b.py": [5, 0, 1, 1]}))
+    (tmp_path / "cpu-gw1.json").write_text(json.dumps({"tests/b.py": [7, 1, 20]}))  # written before the group column
+    lines = table(tmp_path).splitlines()
+    assert lines[0] == "| file | wall s | own CPU s | children's CPU s | CPU s | group CPU s |"
+    assert lines[2] == "| all 2 files | 22 | 2 | 23 | 25 | 10 |"
+    assert lines[3:] == ["| tests/b.py | 12 | 1 | 21 | 22 | 1 |", "| tests/a.py | 10 | 1 | 2 | 3 | 9 |"]
+
+
+SPIN_ORPHAN = """
+import subprocess, sys
+def test_leaves_a_busy_grandchild():
+    # a child that starts a grandchild spinning for 1.5 s and exits at once: the grandchild is nobody's to reap
+    subprocess.run([sys.executable, "-c", "import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+                    "'import time\\\\nend = time.process_time() + 1.5\\\\nwhile time.process_time() < end: pass'])"])
+    import time; time.sleep(3)
+"""
+
+
+@pytest.mark.skipif(not os.access(CPUACCT, os.W_OK), reason=f"no writable {CPUACCT} (cgroup v1, root): no group column")
+def test_what_no_test_process_reaps_is_counted_in_the_group_column(tmp_path):
+    (tmp_path / "test_orphan.py").write_text(SPIN_ORPHAN)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "benchmarks.suite_cpu", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_orphan.py")], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KWNB_SUITE_CPU_DIR": str(tmp_path / "cpu"), "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [(name, (wall, own, children, group))] = json.loads((tmp_path / "cpu" / "cpu-main.json").read_text()).items()
+    assert name.endswith("test_orphan.py") and wall >= 3
+    assert group - own - children > 1.2, (own, children, group)  # the grandchild's 1.5 s, in the group column only

@@ -136,10 +136,12 @@ demo: setup
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
 # What they need is installed four at a time (apt and the venvs wait on the network, not the CPUs; output kept
 # per target), then the proxy, which needs system-deps' npm.
-# Two pytest-xdist workers, a file each at a time (the longest first: conftest.py): much of the suite waits
-# on processes it started, so two at once on 2 cores gain time; three lost it (CPU 3077 -> 3970 s: TensorFlow's
-# tasks crowd each other out; docs/testing.md). PARALLEL=0 runs one at a time.
-PARALLEL ?= 2
+# Three pytest-xdist workers, a file each at a time (the longest first: conftest.py). Much of the suite waits on
+# processes it started (a browser, a hub, a cluster's daemons, pip on the network); with two workers the cores idled
+# in those waits, with three they stay busy (pytest 1077-1269 s against 1389; docs/testing.md, "Three files at a
+# time"). Three lost time while the corpus ran four programs at once and every task imported TensorFlow itself:
+# crowding then cost more CPU than the waits left. PARALLEL=0 runs one at a time.
+PARALLEL ?= 3
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
 PREPARED := system-deps $(SETUP_STAMP) colab-env colab-widgets8-env pythons
 test:

@@ -65,31 +65,35 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         slurm_support.ensure_started()
 
 
-# Under pytest-xdist (`make test` runs `-n 2 --dist loadfile --no-loadscope-reorder`), each file is run by one worker
+# Under pytest-xdist (`make test` runs `-n 3 --dist loadfile --no-loadscope-reorder`), each file is run by one worker
 # in its order (a notebook's cells share a kernel; a module's fixtures are made once; only tests/test_ray.py uses the
 # Ray cluster). Files are handed out in the order below, the longest first, so that none starts last alone; the
 # others follow in their usual order.
-# Seconds each took in the clean-clone run of 2026-11-27 (one at a time, load average 7-14): docs/testing.md.
+# Seconds each took in the clean run of 2026-11-28 with three workers (pytest 1077 s): docs/testing.md.
 LONGEST_FIRST = (
     # The Ray cluster's raylets must register within Ray's fixed 30 s: beside the corpus's four runs at a time they
-    # missed it four times of four once, so the other worker starts with notebook 06 (one run at a time).
-    "tests/test_ray.py",  # 341: the 3-node cluster's start, then 2-worker jobs across its nodes
-    "notebooks/06_break_it.ipynb",  # 254: one real run per mistake
-    "tests/test_corpus.py",  # 333: every entry a real run, 4 at a time
-    "tests/test_warm.py",  # 209
-    "tests/test_jupyterlab_ui.py",  # 193 alone (load 4.5-8): a browser session per kernel, ipykernel 7 and 6.17
-    "tests/test_training_faults.py",  # 135
-    "notebooks/02_custom_training_loop.ipynb",  # 135
-    "tests/test_tensorboard_run.py",  # 135
-    "notebooks/01_multi_worker_keras.ipynb",  # 131
-    "tests/test_jax.py",  # 124
-    "notebooks/03_saving_multi_worker.ipynb",  # 108
-    "tests/test_replay_drift.py",  # 106
-    "tests/test_diagnose.py",  # 104
-    "tests/test_slurm_nodes.py",  # 103
-    "tests/test_slurm.py",  # 86
-    "tests/test_benchmarks_smoke.py",  # 84
-    "tests/test_notebook6_ui.py",  # 70-89 beside a whole-suite run (47-56 alone): two 2-worker runs in a browser
+    # missed it four times of four once, so it starts beside notebook 06 and the corpus (one run at a time each).
+    "tests/test_ray.py",  # 209: the 3-node cluster's start, then 2-worker jobs across its nodes
+    "notebooks/06_break_it.ipynb",  # 77: one real run per mistake
+    "tests/test_corpus.py",  # 427: every entry a real run, one at a time
+    "tests/test_colab_env.py",  # 201: Python 3.13's core tests, notebooks in Colab's kernel
+    "tests/test_jax.py",  # 198
+    "tests/test_jupyterlab_ui.py",  # 135: a browser session per kernel, ipykernel 7 and 6.17
+    "tests/test_diagnose.py",  # 117
+    "tests/test_warm.py",  # 117
+    "tests/test_hub_workshop.py",  # 90
+    "tests/test_benchmarks_smoke.py",  # 73
+    "tests/test_slurm.py",  # 65
+    "tests/test_notebook7_ui.py",  # 63
+    "notebooks/07_keras3_jax.ipynb",  # 61
+    "tests/test_pythons.py",  # 60
+    "tests/test_training_faults.py",  # 58
+    "tests/test_slurm_nodes.py",  # 57
+    "tests/test_warm_cgroup.py",  # 51
+    "notebooks/02_custom_training_loop.ipynb",  # 50
+    "tests/test_roles.py",  # 46
+    "tests/test_notebooks_quiet.py",  # 46
+    "tests/test_notebook6_ui.py",  # 40
 )
 
 

@@ -40,7 +40,8 @@ def test_what_no_test_process_reaps_is_counted_in_the_group_column(tmp_path):
     (tmp_path / "test_orphan.py").write_text(SPIN_ORPHAN)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "benchmarks.suite_cpu", "-p", "no:cacheprovider",
                            str(tmp_path / "test_orphan.py")], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KWNB_SUITE_CPU_DIR": str(tmp_path / "cpu"), "PYTHONPATH": str(ROOT)})
+                          env={**{k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"},  # not this worker's
+                               "KWNB_SUITE_CPU_DIR": str(tmp_path / "cpu"), "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     [(name, (wall, own, children, group))] = json.loads((tmp_path / "cpu" / "cpu-main.json").read_text()).items()
     assert name.endswith("test_orphan.py") and wall >= 3

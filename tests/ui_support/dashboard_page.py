@@ -276,7 +276,14 @@ def saved_run_output(page, path: Path, seconds: float = 20) -> list[dict]:
     deadline = time.monotonic() + seconds
     while path.stat().st_mtime_ns == before and time.monotonic() < deadline:
         page.wait_for_timeout(200)
-    notebook = nbformat.read(path, as_version=4)
+    notebook = None
+    while notebook is None:  # the server may be between truncating the file and writing it (seen once, loaded)
+        try:
+            notebook = nbformat.read(path, as_version=4)
+        except nbformat.reader.NotJSONError:
+            if time.monotonic() > deadline:
+                raise
+            page.wait_for_timeout(200)
     saved = [dict(output.get("data", {})) for output in notebook.cells[1].outputs]
     for cell in notebook.cells:  # the page reopened next starts without outputs, as it did before this save
         cell.outputs, cell.execution_count = [], None

@@ -7,9 +7,9 @@ once it and its waited-for descendants are reaped). What no test process reaps i
 and Slurm's daemons and what they start, and a kernel's kept forker and its tasks. Where this process may make a
 cgroup v1 cpuacct group (root), each pytest process moves into a group of its own, so that everything it starts
 from then on, reaped or not, is counted in the "group" column: the group's CPU during the file's tests (a process
-still running when a file ends counts towards the next). Each pytest process (each xdist worker) writes
-KWNB_SUITE_CPU_DIR/cpu-<worker>.json at its end; `python -m benchmarks.suite_cpu DIR` sums them into a table,
-largest CPU first.
+still running when a file ends counts towards the next), and each test's in tests-<worker>.json. Each pytest
+process (each xdist worker) writes KWNB_SUITE_CPU_DIR/cpu-<worker>.json at its end; `python -m benchmarks.suite_cpu
+DIR` sums them into a table, largest CPU first.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ DIR_ENV = "KWNB_SUITE_CPU_DIR"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1's; elsewhere the group column stays empty
 _spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # file: [wall, own, children, group]
 _group: list[Path] = []  # this process's cpuacct group, once made
+_tests: dict[str, list[float]] = {}  # test id: [wall, group CPU], in cpu-tests-<worker>.json (the group's only)
 
 
 def _cpu(who: int) -> float:
@@ -64,6 +65,8 @@ def pytest_runtest_protocol(item, nextitem):
     spent[1] += _cpu(resource.RUSAGE_SELF) - own
     spent[2] += _cpu(resource.RUSAGE_CHILDREN) - children
     spent[3] += _group_cpu() - group
+    if _group:
+        _tests[item.nodeid] = [round(time.monotonic() - began, 2), round(_group_cpu() - group, 2)]
 
 
 def pytest_sessionfinish(session):
@@ -72,6 +75,8 @@ def pytest_sessionfinish(session):
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / f"cpu-{worker}.json").write_text(json.dumps(_spent, indent=1))
+        if _tests:
+            (Path(folder) / f"tests-{worker}.json").write_text(json.dumps(_tests, indent=1))
 
 
 def pytest_unconfigure(config):

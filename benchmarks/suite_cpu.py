@@ -45,6 +45,11 @@ def _group_cpu() -> float:
 def pytest_configure(config):
     if not os.environ.get(DIR_ENV) or _group or not os.access(CPUACCT, os.W_OK):
         return
+    for stale in CPUACCT.glob("kwnb-suite-*"):  # an earlier run's, left while something of it still ran
+        try:
+            stale.rmdir()  # only an empty group goes: a running worker's holds at least the worker
+        except OSError:
+            pass
     group = CPUACCT / f"kwnb-suite-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
     try:
         group.mkdir()

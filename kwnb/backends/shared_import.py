@@ -3,9 +3,10 @@ TensorFlow once (kwnb/task/forker.py), instead of each task importing it. Measur
 2-task tf-keras run took 6.4 CPU-s in all against about 10 for two cold tasks (docs/testing.md).
 
 Used by the local launcher for a run's tasks that the warm pool cannot serve, when the script imports
-TensorFlow, and the tasks share the environment an import reads (warm.key). Only TensorFlow is imported
-before the fork (FORKABLE): a Keras 3 or JAX task imports those itself after it, JAX being unsafe to fork once
-imported; $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
+TensorFlow, and the tasks share the environment an import reads (warm.key). Only TensorFlow is asked for
+before the fork (FORKABLE); under KERAS_BACKEND=jax its import brings Keras 3 and jax in too, which is safe: JAX
+is unsafe to fork once a backend is initialized, and each task initializes its own after the fork.
+$KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
 machine's network; the tasks of a run in a private network join it after the fork (netns.namespaces).
 
 When its run ends, a launcher without warm starts keeps its forker (`keep`) for the process's next run
@@ -43,8 +44,9 @@ from .base import TaskLaunch
 
 FORKER_SCRIPT = str(Path(__file__).parents[1] / "task" / "forker.py")
 SHARED_IMPORT_ENV = "KWNB_SHARED_IMPORT"  # 0: each local task imports TensorFlow itself (a cold start)
-# Imported before a fork: TensorFlow only forks cleanly once imported (its threads idle, nothing initialized);
-# JAX is not safe to fork once imported, and `keras` may bring JAX in.
+# Imported before a fork: TensorFlow forks cleanly once imported (its threads idle, nothing initialized). JAX
+# is not safe to fork once a backend is initialized (jax/_src/xla_bridge.py installs its fork warning then), so
+# neither jax nor keras is asked for; under KERAS_BACKEND=jax TensorFlow's import loads both, uninitialized.
 FORKABLE = ("tensorflow", "tf_keras")
 KEEP_SECONDS = 120.0  # a kept forker's life after its last run: runs one after another come seconds apart; its
 # import (about 300 MB PSS with TensorFlow) is given back two minutes after the last of them
@@ -58,7 +60,7 @@ def enabled() -> bool:
 def shareable(launches: list[TaskLaunch]) -> tuple[str, ...]:
     """What the run's tasks would import once, shared: of what a warm interpreter would import for them, the
     TensorFlow part (FORKABLE), for a run of two tasks or more that share the environment the import reads; ()
-    when sharing cannot help. Keras 3 and JAX each task imports itself, after the fork."""
+    when sharing cannot help. Each task initializes Keras 3's and JAX's backend itself, after the fork."""
     if len(launches) < 2 or len({warm_pool.key(launch.python, launch.env) for launch in launches}) > 1:
         return ()
     imports = tuple(name for name in warm_room.warm_imports(launches[0].script, launches[0].env) if name in FORKABLE)

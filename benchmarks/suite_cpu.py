@@ -27,7 +27,7 @@ DIR_ENV = "KWNB_SUITE_CPU_DIR"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1's; elsewhere the group column stays empty
 _spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # file: [wall, own, children, group]
 _group: list[Path] = []  # this process's cpuacct group, once made
-_tests: dict[str, list[float]] = {}  # test id: [wall, group CPU], in cpu-tests-<worker>.json (the group's only)
+_tests: dict[str, list[float]] = {}  # test id: [wall, group CPU], in tests-<worker>.json (with a group only)
 
 
 def _cpu(who: int) -> float:
@@ -65,13 +65,14 @@ def pytest_runtest_protocol(item, nextitem):
     began, own, children, group = (time.monotonic(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN),
                                    _group_cpu())
     yield
+    wall, group = time.monotonic() - began, _group_cpu() - group
     spent = _spent[item.nodeid.split("::")[0]]
-    spent[0] += time.monotonic() - began
+    spent[0] += wall
     spent[1] += _cpu(resource.RUSAGE_SELF) - own
     spent[2] += _cpu(resource.RUSAGE_CHILDREN) - children
-    spent[3] += _group_cpu() - group
+    spent[3] += group
     if _group:
-        _tests[item.nodeid] = [round(time.monotonic() - began, 2), round(_group_cpu() - group, 2)]
+        _tests[item.nodeid] = [round(wall, 2), round(group, 2)]
 
 
 def pytest_sessionfinish(session):

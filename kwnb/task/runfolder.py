@@ -88,6 +88,13 @@ class RunFolder:
     def tf_config_set(self, position: int | str) -> Path:
         return self.path / f"tf-config-{position}.json"
 
+    def read_tf_config_set(self, position: int | str) -> dict | None:
+        """The record a task's script left when it set TF_CONFIG itself (task/bootstrap.py), or None."""
+        try:
+            return json.loads(self.tf_config_set(position).read_text())
+        except (OSError, ValueError):
+            return None
+
     @property
     def description(self) -> Path:
         return self.path / DESCRIPTION

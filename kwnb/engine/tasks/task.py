@@ -8,7 +8,6 @@ The log is read by the task's one reader (engine/readers/output.py), whose first
 """
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import time
@@ -300,7 +299,7 @@ class Task(Named):
 
     def _tf_config_record(self) -> dict | None:
         """The TF_CONFIG the script set, once the bootstrap has recorded it (task/bootstrap.py)."""
-        return self.signals.tf_config_set or _read_json(self._folder.tf_config_set(self.position))
+        return self.signals.tf_config_set or self._folder.read_tf_config_set(self.position)
 
     def apply(self, seen: Observation) -> bool:
         """The quick half, under the run's state lock: update what views read. Returns whether anything changed."""
@@ -380,13 +379,6 @@ def _rows_mark(metrics) -> tuple:
     if metrics is None:
         return 0, 0, None
     return len(metrics.epochs), len(metrics.steps), metrics.steps[-1] if metrics.steps else None
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _accepts(tf_config: dict, task_id: TaskId, probe=None) -> bool:

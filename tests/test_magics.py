@@ -193,3 +193,20 @@ def test_a_runs_notes_are_printed_once_as_it_starts_and_not_again_in_its_summary
     ip.run_line_magic("kw_wait", "serve")
     assert "other users of this machine can connect" not in capsys.readouterr().out
     assert "note: other users of this machine can connect" in kwnb.get_run("serve").summary()  # kept for later
+
+
+def test_where_the_cell_follows_its_run_an_interrupt_before_the_dashboard_shows_stops_the_run(ip, monkeypatch, capsys):
+    """Where the cell follows its run (Colab, KWNB_LIVE=cell), an interrupt that landed while the dashboard was
+    being made, its widgets' first updates already sent, left the run going behind a red cell."""
+    from kwnb.notebook import dashboard
+
+    def interrupted(run, parent=None, follow=True):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("KWNB_LIVE", "cell")
+    monkeypatch.setattr(dashboard, "dashboard_for", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ip.run_cell_magic("kw_worker", "sleepy.py -n 2", "import time\ntime.sleep(60)\n")
+    run = kwnb.get_run("sleepy")
+    assert run.done and run.status == "stopped", run.status
+    assert "kwnb: interrupted; stopping run 'sleepy'" in capsys.readouterr().out

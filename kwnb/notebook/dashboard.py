@@ -355,6 +355,11 @@ def forget(run) -> None:
     _dashboards.pop(run, None)
 
 
+def made_dashboard(run) -> Dashboard | None:
+    """The run's dashboard if one was made (and not forgotten), without making one."""
+    return _dashboards.get(run)
+
+
 def dashboard_for(run, parent=None, follow: bool = True) -> Dashboard:
     """One dashboard per run: showing a Run twice shows the same live widgets. `follow=False`: the caller keeps
     it current (live_mode.py)."""

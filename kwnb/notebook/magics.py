@@ -121,7 +121,7 @@ class KwnbMagics(Magics):
         _, script_args = split_script_args(arg_split(line, posix=True))  # the script's words, as a shell gives them
         args = self.kw_worker.parser.parse_args(own)
         from .live_mode import live_mode
-        from .show import DashboardUnavailable, check_widgets, follow_in_cell, show_run
+        from .show import DashboardUnavailable, check_widgets, follow_in_cell, show_run, stopped_if_interrupted
 
         try:
             options = launch_options(args, script_args)
@@ -133,12 +133,14 @@ class KwnbMagics(Magics):
             raise UsageError(str(error)) from None
         except DashboardUnavailable as error:
             raise UsageError(f"the dashboard cannot be drawn here ({error}); nothing started") from None
-        self._print_notes(run)
         if in_cell:  # the front end paints only what this cell sends (live_mode.py)
-            follow_in_cell(run, summary_below=args.wait)
+            with stopped_if_interrupted(run):  # from the run's start, its notes included
+                self._print_notes(run)
+                follow_in_cell(run, summary_below=args.wait)
             if args.wait:
                 self._print_summary(run)
             return None
+        self._print_notes(run)
         if args.wait:
             show_run(run)
             if not self._wait_and_summarise(run):

@@ -10,6 +10,8 @@ returning (`follow_in_cell`; notebook/live_mode.py says why and when).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import ipywidgets as widgets
 
 from .live_mode import STOP_HINT, enable_widget_manager, live_mode
@@ -58,27 +60,40 @@ def show_live(run) -> None:
     cell where the front end paints only what the running cell sends (Colab; `%kw_show`, a Run as a cell's
     result), else shown with updates from the dashboard's thread; a past or finished run as it ended."""
     if hasattr(run, "stop") and not run.done and live_mode() == "cell":
-        follow_in_cell(run)
+        with stopped_if_interrupted(run):
+            follow_in_cell(run)
     else:
         show_run(run)
 
 
-def follow_in_cell(run, summary_below: bool = False) -> None:
-    """Show the run's dashboard and keep it current from this cell until the run ends, its pictures included.
-    Interrupted, the run is stopped (TERM, then KILL after its grace), its final state drawn, and the
-    interrupt raised again so that the cells queued after this one do not run. `summary_below`: the caller
-    prints the run's summary after it (--wait), which the dashboard's final account then leaves out."""
-    from .dashboard import dashboard_for, summary_printed_below
+@contextmanager
+def stopped_if_interrupted(run):
+    """Around everything a cell does for a run it follows, from the run's start: interrupted anywhere (its notes,
+    the dashboard's making, the following), the run is stopped (TERM, then KILL after its grace), the final state
+    drawn if a dashboard was made, and the interrupt raised again so that the cells queued after this one do not
+    run. No run goes on behind an interrupted cell."""
+    from .dashboard import made_dashboard
 
-    dashboard = dashboard_for(run, follow=False)
     try:
-        if not show_run(run):  # it could not be shown: show_run said why, and how to wait for and stop the run
-            return
-        summary_printed_below(run, summary_below)
-        print(f"kwnb: the dashboard follows {run.name!r} from this cell until it ends; {STOP_HINT}")
-        dashboard.follow()
-    except KeyboardInterrupt:  # from the first widget on: no run goes on behind an interrupted cell
+        yield
+    except KeyboardInterrupt:
         print(f"kwnb: interrupted; stopping run {run.name!r}")
         run.stop()
-        dashboard.follow()  # the final state, from this cell
+        dashboard = made_dashboard(run)
+        if dashboard is not None:
+            dashboard.follow()  # the final state, from this cell
         raise
+
+
+def follow_in_cell(run, summary_below: bool = False) -> None:
+    """Show the run's dashboard and keep it current from this cell until the run ends, its pictures included.
+    Its caller holds `stopped_if_interrupted` around it, from as early as it has the run. `summary_below`: the
+    caller prints the run's summary after it (--wait), which the dashboard's final account then leaves out."""
+    from .dashboard import dashboard_for, summary_printed_below
+
+    dashboard = dashboard_for(run, follow=False)  # its widgets' first updates go out as it is made
+    if not show_run(run):  # it could not be shown: show_run said why, and how to wait for and stop the run
+        return
+    summary_printed_below(run, summary_below)
+    print(f"kwnb: the dashboard follows {run.name!r} from this cell until it ends; {STOP_HINT}")
+    dashboard.follow()

@@ -40,9 +40,12 @@ def classic(probe: str) -> str:
 SNAPSHOT = classic(SNAPSHOT_JS)
 CONTRAST = classic(CONTRAST_JS)
 
-# A quick fit (2 x 250 steps on each of 2 workers, 4-15 s of training with a live Keras progress bar) for
-# the run watched to its end, and a long one (50 x 250 steps) for the run stopped while it trains.
+# A quick fit (2 x 80 steps on each of 2 workers, 6-15 s of training with a live Keras progress bar) for the run
+# watched to its end, and a long one (50 x 80 steps) for the run stopped while it trains. A sleep after each step
+# paces them: the page's checks need the time, not the work (2 x 250 unpaced steps took 4-15 s, and the long run
+# kept both cores busy until stopped).
 FIT = """\
+import time
 import numpy as np
 import tensorflow as tf
 
@@ -53,13 +56,20 @@ dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
 with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(2)])
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=1)
+
+
+class Paced(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(0.05)
+
+
+model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=1, callbacks=[Paced()])
 print("DONE")
 """
 # The first cell also says which kwnb and ipywidgets the kernel imported: this checkout's, Colab's 7.
 CELLS = ["%load_ext kwnb\nimport ipywidgets, kwnb\nprint(kwnb.__file__, ipywidgets.__version__)",
-         "%%kw_worker main.py -n 2\n" + FIT.format(epochs=2, steps=250),
-         "%%kw_worker endless.py -n 2\n" + FIT.format(epochs=50, steps=250)]
+         "%%kw_worker main.py -n 2\n" + FIT.format(epochs=2, steps=80),
+         "%%kw_worker endless.py -n 2\n" + FIT.format(epochs=50, steps=80)]
 
 
 def write_notebook(path: Path) -> None:

@@ -273,7 +273,9 @@ def test_no_learner_file_in_the_shared_temporary_folders(workshop):
 
 # The browser test: JupyterLab under /user/NAME/ behind the proxy, a learner logged in through the hub's form.
 # A fit of many short epochs, so that the log and the curves change while the page is watched; then Stop.
-BROWSER_FIT = keras_cell("browser_fit.py", "epochs=400, steps_per_epoch=20, verbose=1")
+# Trains until the test clicks Stop, paced by a sleep after each step: the page's checks need the time, not the work.
+BROWSER_FIT = keras_cell("browser_fit.py", "epochs=400, steps_per_epoch=20, verbose=1, callbacks=[tf.keras.callbacks."
+                                           "LambdaCallback(on_train_batch_end=lambda batch, logs: time.sleep(0.05))]")
 
 
 def open_lab_as(page, hub, learner, path: str) -> None:

@@ -84,13 +84,36 @@ def capture(name: str, script: Path, *, into: Path = REPLAYS, n: int = 2, cwd: P
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for recording in sorted(raw.glob("*.jsonl")):
-        text = recording.read_text(encoding="utf-8")
-        text = text.replace(str(Path(script).parent), SCRIPTS_MARK).replace(str(cwd), CWD_MARK)
-        for position, port in enumerate(ports):
-            text = re.sub(rf"(?<=:){port}(?!\d)", port_mark(position), text)
+        text = with_marks(recording.read_text(encoding="utf-8"), Path(script).parent, cwd, ports)
         (folder / recording.name).write_text(text, encoding="utf-8")
     shutil.rmtree(raw, ignore_errors=True)
     return run
+
+
+def with_marks(text: str, scripts: Path, cwd: Path, ports: list[str]) -> str:
+    """What a task printed, with this machine's places (the scripts' folder, the run's working folder, its ports in
+    task order) replaced by the placeholders a capture keeps."""
+    text = text.replace(str(scripts), SCRIPTS_MARK).replace(str(cwd), CWD_MARK)
+    for position, port in enumerate(ports):
+        text = re.sub(rf"(?<=:){port}(?!\d)", port_mark(position), text)
+    return text
+
+
+def run_afresh(name: str, cwd: Path, wait: float = 400) -> tuple["kwnb.engine.live.run.Run", dict[str, str]]:
+    """The scenario run with real TensorFlow as a learner's run is (the tasks forked from one import; the host
+    network, as captured), not recorded: the Run, and each task's log ("worker-0": text) with a capture's
+    placeholders. A recorded run wraps each task's argv, so each imports TensorFlow itself: twice the imports."""
+    script, args, options = SCENARIOS[name]
+    run = kwnb.launch(SCRIPTS / script, n=2, name=name, args=args, runs_dir=Path(cwd) / "runs", cwd=cwd,
+                      network="host", **options)
+    if run.wait(wait)[0] is None:
+        run.wait(wait)
+    run.stop()
+    tasks = run.snapshot().tasks
+    ports = [task.address.rsplit(":", 1)[1] for task in tasks]
+    return run, {task_file(task.id).removesuffix(".jsonl"):
+                 with_marks(Path(task.log_path).read_text(encoding="utf-8", errors="replace"), SCRIPTS, cwd, ports)
+                 for task in tasks}
 
 
 def captured_text(name: str, task: str = "worker-0", into: Path = REPLAYS) -> str:

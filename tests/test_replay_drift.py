@@ -1,6 +1,6 @@
-"""The replays' captures still say what TensorFlow prints: four scenarios captured afresh with real TensorFlow
-(tests/replay.py's capture, 2-worker runs at once), and the three known errors raised in one process, compared with
-the captures the replayed tests read
+"""The replays' captures still say what TensorFlow prints: four scenarios run afresh with real TensorFlow
+(tests/replay.py's run_afresh, 2-worker runs at once, each task forked from its run's one import, as a learner's
+are), and the three known errors raised in one process, compared with the captures the replayed tests read
 (tests/data/replays/). It fails when TensorFlow changes the words kwnb reads (then capture again:
 tests/scripts/capture_replays.py) or when what kwnb makes of a real run differs from what it makes of its replay.
 
@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from replay import REPLAYS, captured_text, capture_scenario
+from replay import REPLAYS, captured_text, run_afresh
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -47,24 +47,26 @@ SAID = {
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
-    """The scenarios run with TensorFlow now, at once, recorded into a folder of their own."""
-    into, runs = tmp_path_factory.mktemp("fresh"), {}
+    """The scenarios run with TensorFlow now, at once: what each task printed (with a capture's placeholders), and
+    the runs."""
+    texts, runs = {}, {}
+    folders = {name: tmp_path_factory.mktemp(name) for name in SAID}  # here: mktemp is not safe from threads
 
     def one(name):
-        runs[name] = capture_scenario(name, tmp_path_factory.mktemp(name), into=into)
+        runs[name], texts[name] = run_afresh(name, folders[name])
     threads = [threading.Thread(target=one, args=(name,)) for name in SAID]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return into, runs
+    return texts, runs
 
 
 @pytest.mark.parametrize("name", list(SAID))
 def test_tensorflow_still_prints_what_the_captures_hold(fresh, name):
-    into, _ = fresh
+    texts, _ = fresh
     for task, patterns in SAID[name].items():
-        stored, now = captured_text(name, task, REPLAYS), captured_text(name, task, into)
+        stored, now = captured_text(name, task, REPLAYS), texts[name][task]
         for pattern in patterns:
             assert re.search(pattern, stored), f"the stored capture {name}/{task} lacks {pattern!r}"
             assert re.search(pattern, now), f"TensorFlow no longer prints {pattern!r} ({name}, {task}):\n{now[-3000:]}"

@@ -14,6 +14,7 @@ import time
 import pytest
 
 import kwnb
+from kwnb.backends import shared_import
 from kwnb.backends.local import LocalLauncher
 from kwnb.engine.live.run import Run
 from kwnb.engine.live.settings import LaunchSettings
@@ -345,11 +346,14 @@ def test_a_warm_interpreter_for_a_jax_cell_imports_jax_and_keras_not_tensorflow(
 
 @needs_jax
 @pytest.mark.slow
-def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp_path, eager_pool):
+def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp_path, eager_pool, monkeypatch):
     from waiting import pool_ready
 
     script = LOOP.replace("import os\n", "import os, sys\nprint('BEFORE', sorted(m for m in ('jax', 'keras', "
                                         "'tensorflow') if m in sys.modules), flush=True)\n", 1)
+    # The cold run's tasks import for themselves, not forked from one import; the pool's interpreters are started
+    # with this environment, so the warm run keeps it too (a task's environment is the pool's key).
+    monkeypatch.setenv(shared_import.SHARED_IMPORT_ENV, "0")
     cold = jax_run(tmp_path, script, warm=True)
     assert cold.exit_codes == [0, 0] and not cold.warm, cold.summary()
     assert pool_ready(2, timeout=240), (eager_pool.status(), eager_pool.refused)
@@ -359,6 +363,19 @@ def test_a_jax_rerun_starts_warm_in_interpreters_that_imported_jax_and_keras(tmp
         assert "BEFORE []" in cold.logs(i) and "BEFORE ['jax', 'keras']" in warm.logs(i)  # no TensorFlow
         assert [l for l in warm.logs(i).splitlines() if l.startswith("step ")] == \
             [l for l in cold.logs(i).splitlines() if l.startswith("step ")]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_a_jax_setting_the_script_sets_before_importing_jax_holds_in_every_process(tmp_path):
+    """Tasks of a JAX run fork from one import of jax and Keras (backends/shared_import.py); jax reads its JAX_
+    settings when imported, so a script that sets one starts its tasks cold and gets what it asked for."""
+    script = ("import os\nos.environ['JAX_ENABLE_X64'] = '1'\nimport jax.numpy as jnp\n"
+              "print('DTYPE', jnp.zeros(1).dtype, flush=True)\n")
+    run = jax_run(tmp_path, script)
+    assert run.exit_codes == [0, 0], run.summary()
+    for i in range(2):
+        assert "DTYPE float64" in run.logs(i), run.logs(i)
 
 
 @needs_jax

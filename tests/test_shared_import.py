@@ -67,12 +67,23 @@ def test_what_is_shared():
 
 
 @pytest.mark.parametrize("imports, env, shared", [
-    ("import keras\nimport tensorflow as tf\n", {"KERAS_BACKEND": "jax"}, ("tensorflow",)),  # JAX, after the fork
-    ("import keras\n", {"KERAS_BACKEND": "jax"}, ()),  # nothing of TensorFlow to share
-    ("import jax\n", {"KERAS_BACKEND": "jax"}, ()),
+    # Keras on JAX: jax and keras imported, no backend initialized (each task's initialize() does it after the fork)
+    ("import keras\nimport tensorflow as tf\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras", "tensorflow")),
+    ("import keras\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
+    ("import jax\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
     ("import keras\n", {}, warm_room.WARM_IMPORTS),  # Keras 3 on TensorFlow: keras itself after the fork
+    ("import numpy\n", {"KERAS_BACKEND": "jax"}, ()),  # nothing of a framework to share
+    # JAX's settings set by the script: jax reads them at import, so the task's own import must
+    ("import os\nos.environ['JAX_ENABLE_X64'] = '1'\nimport jax\n", {"KERAS_BACKEND": "jax"}, ()),
+    ("import os\nos.environ.setdefault('JAX_PLATFORMS', 'cpu')\nimport keras\n", {"KERAS_BACKEND": "jax"}, ()),
+    ("from os import environ\nenviron.update(JAX_ENABLE_X64='1')\nimport jax\n", {"KERAS_BACKEND": "jax"}, ()),
+    ("import os\nos.putenv('JAX_PLATFORMS', 'cpu')\nimport keras\n", {"KERAS_BACKEND": "jax"}, ()),
+    # read, not set; or XLA_FLAGS, read when a backend is first initialized: shared
+    ("import os\nprint(os.environ.get('JAX_PLATFORMS'))\nimport jax\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
+    ("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'\nimport keras\n",
+     {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
 ])
-def test_only_tensorflow_is_imported_before_the_fork(tmp_path, imports, env, shared):
+def test_what_is_imported_before_the_fork(tmp_path, imports, env, shared):
     script = tmp_path / "main.py"
     script.write_text(imports)
     launches = [TaskLaunch(TaskId("worker", i), sys.executable, str(script), [], {"PATH": "/bin", **env}, "/",

@@ -3,9 +3,10 @@ TensorFlow once (kwnb/task/forker.py), instead of each task importing it. Measur
 2-task tf-keras run took 6.4 CPU-s in all against about 10 for two cold tasks (docs/testing.md).
 
 Used by the local launcher for a run's tasks that the warm pool cannot serve, when the script imports
-TensorFlow, and the tasks share the environment an import reads (warm.key). Only TensorFlow is asked for
-before the fork (FORKABLE); under KERAS_BACKEND=jax its import brings Keras 3 and jax in too, which is safe: JAX
-is unsafe to fork once a backend is initialized, and each task initializes its own after the fork.
+TensorFlow, or under KERAS_BACKEND=jax jax or keras, and the tasks share the environment an import reads
+(warm.key). Only those are asked for before the fork (FORKABLE, FORKABLE_ON_JAX), jax first: JAX is unsafe to
+fork once a backend is initialized, which importing it does not do, and each task initializes its own after the
+fork; TensorFlow imported after jax sets up TFLite's converter of JAX functions, as in a cold task.
 $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
 machine's network; the tasks of a run in a private network join it after the fork (netns.namespaces).
 
@@ -44,10 +45,12 @@ from .base import TaskLaunch
 
 FORKER_SCRIPT = str(Path(__file__).parents[1] / "task" / "forker.py")
 SHARED_IMPORT_ENV = "KWNB_SHARED_IMPORT"  # 0: each local task imports TensorFlow itself (a cold start)
-# Imported before a fork: TensorFlow forks cleanly once imported (its threads idle, nothing initialized). JAX
-# is not safe to fork once a backend is initialized (jax/_src/xla_bridge.py installs its fork warning then), so
-# neither jax nor keras is asked for; under KERAS_BACKEND=jax TensorFlow's import loads both, uninitialized.
+# Imported before a fork: TensorFlow forks cleanly once imported (its threads idle, nothing initialized). JAX is
+# not safe to fork once a backend is initialized (jax/_src/xla_bridge.py installs its fork warning then), which
+# importing jax and Keras 3 on it does not do: each task initializes its own after the fork
+# (keras.distribution.initialize()). Their import costs about 2 CPU-s a task (1.8-2.3 s, three runs).
 FORKABLE = ("tensorflow", "tf_keras")
+FORKABLE_ON_JAX = ("jax", "keras")  # under KERAS_BACKEND=jax only: elsewhere keras is Keras 3 on TensorFlow
 KEEP_SECONDS = 120.0  # a kept forker's life after its last run: runs one after another come seconds apart; its
 # import (about 300 MB PSS with TensorFlow) is given back two minutes after the last of them
 GONE_SECONDS = 2.0  # after the forker ended unexpectedly: how long its tasks' watchdogs take to end them, at most
@@ -59,12 +62,14 @@ def enabled() -> bool:
 
 def shareable(launches: list[TaskLaunch]) -> tuple[str, ...]:
     """What the run's tasks would import once, shared: of what a warm interpreter would import for them, the
-    TensorFlow part (FORKABLE), for a run of two tasks or more that share the environment the import reads; ()
-    when sharing cannot help. Each task initializes Keras 3's and JAX's backend itself, after the fork."""
+    TensorFlow part (FORKABLE) and under Keras on JAX jax and keras (FORKABLE_ON_JAX), for a run of two tasks or
+    more that share the environment the import reads; () when sharing cannot help. Each task initializes its
+    backend itself, after the fork."""
     if len(launches) < 2 or len({warm_pool.key(launch.python, launch.env) for launch in launches}) > 1:
         return ()
-    imports = tuple(name for name in warm_room.warm_imports(launches[0].script, launches[0].env) if name in FORKABLE)
-    return imports if "tensorflow" in imports else ()
+    forkable = FORKABLE + (FORKABLE_ON_JAX if launches[0].env.get("KERAS_BACKEND") == "jax" else ())
+    imports = tuple(name for name in warm_room.warm_imports(launches[0].script, launches[0].env) if name in forkable)
+    return imports if {"tensorflow", "jax"} & set(imports) else ()
 
 
 class ForkedPopen:

@@ -79,14 +79,17 @@ def cap(limits: Limits, pool_memory: int = 0, imports: tuple[str, ...] = WARM_IM
 def warm_imports(script: str | None, env: dict | None = None) -> tuple[str, ...]:
     """What a warm interpreter for `script` imports: WARM_IMPORTS (and keras, if the script uses it) for a
     script that imports TensorFlow, nothing for one that does not; under Keras on JAX (`env`'s KERAS_BACKEND),
-    JAX_IMPORTS for a script that imports jax or keras, and TensorFlow only if it imports that too. No script
-    yet (the first cell, not written): a TensorFlow one, as the tutorials'."""
+    JAX_IMPORTS for a script that imports jax or keras, and TensorFlow only if it imports that too, but nothing
+    for one that sets JAX's settings in os.environ (sets_jax_settings). No script yet (the first cell, not
+    written): a TensorFlow one, as the tutorials'."""
     if script is None:
         return WARM_IMPORTS
     found = script_imports(script)
     if found is None:  # unreadable or not Python: as the estimate below reads it
         found = {name for name in TENSORFLOW if re.search(rf"\b{name}\b", _text(script) or "tensorflow")}
     if (env or {}).get("KERAS_BACKEND") == "jax" and found & set(JAX_IMPORTS):
+        if sets_jax_settings(script):  # jax reads them at import: the task's own import must see them
+            return ()
         return JAX_IMPORTS + (("tensorflow",) if "tensorflow" in found else ())
     if not found & set(TENSORFLOW):
         return ()
@@ -117,6 +120,36 @@ def script_imports(script: str) -> set[str] | None:
         found |= {name.split(".")[0] for name in dotted}
         queue += [local for name in dotted for local in _local_files(folder, name)]
     return found
+
+
+def sets_jax_settings(script: str) -> bool:
+    """Whether the script sets a JAX_ variable in its environment (os.environ[...] = , setdefault, update,
+    os.putenv): jax reads its settings from them when imported (JAX_ENABLE_X64, JAX_PLATFORMS, ...), so in an
+    interpreter that imported jax before the script ran they would be ignored. XLA_FLAGS is read later, when
+    a backend is first initialized."""
+    try:
+        tree = python_source.parse(_text(script), str(script))
+    except (SyntaxError, ValueError, TypeError):
+        return False
+    for node in ast.walk(tree):
+        keys: list = []
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _is_environ(node.value):
+            keys = [node.slice]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method, owner = node.func.attr, node.func.value
+            if method in ("setdefault", "putenv") and (_is_environ(owner) or method == "putenv") and node.args:
+                keys = [node.args[0]]
+            elif method == "update" and _is_environ(owner):
+                keys = [ast.Constant(k.arg) for k in node.keywords if k.arg] + \
+                       [key for arg in node.args if isinstance(arg, ast.Dict) for key in arg.keys]
+        if any(isinstance(key, ast.Constant) and str(key.value).startswith("JAX_") for key in keys):
+            return True
+    return False
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or \
+        (isinstance(node, ast.Name) and node.id == "environ")
 
 
 def _local_files(folder: Path, dotted: str) -> list[Path]:

@@ -76,9 +76,7 @@ def capture(name: str, script: Path, *, into: Path = REPLAYS, n: int = 2, cwd: P
     raw = Path(tempfile.mkdtemp(prefix=f"kwnb-capture-{name}-"))
     launcher = RecordingLauncher(raw)
     run = kwnb.launch(script, n=n, name=name, launcher=launcher, runs_dir=Path(cwd) / "runs", cwd=cwd, **options)
-    if run.wait(wait)[0] is None:
-        run.wait(wait)
-    run.stop()
+    _wait_then_stop(run, wait)
     ports = [address.rsplit(":", 1)[1] for address in launcher.addresses_given]
     folder = Path(into) / name
     shutil.rmtree(folder, ignore_errors=True)
@@ -102,18 +100,23 @@ def with_marks(text: str, scripts: Path, cwd: Path, ports: list[str]) -> str:
 def run_afresh(name: str, cwd: Path, wait: float = 400) -> tuple["kwnb.engine.live.run.Run", dict[str, str]]:
     """The scenario run with real TensorFlow as a learner's run is (the tasks forked from one import; the host
     network, as captured), not recorded: the Run, and each task's log ("worker-0": text) with a capture's
-    placeholders. A recorded run wraps each task's argv, so each imports TensorFlow itself: twice the imports."""
+    placeholders, as the run's reader kept it (`Run.logs`, runtime lines included). A recorded run wraps each task's
+    argv, so each imports TensorFlow itself: twice the imports."""
     script, args, options = SCENARIOS[name]
     run = kwnb.launch(SCRIPTS / script, n=2, name=name, args=args, runs_dir=Path(cwd) / "runs", cwd=cwd,
                       network="host", **options)
-    if run.wait(wait)[0] is None:
-        run.wait(wait)
-    run.stop()
+    _wait_then_stop(run, wait)
     tasks = run.snapshot().tasks
     ports = [task.address.rsplit(":", 1)[1] for task in tasks]
     return run, {task_file(task.id).removesuffix(".jsonl"):
-                 with_marks(Path(task.log_path).read_text(encoding="utf-8", errors="replace"), SCRIPTS, cwd, ports)
-                 for task in tasks}
+                 with_marks(run.logs(position, all=True), SCRIPTS, cwd, ports) for position, task in enumerate(tasks)}
+
+
+def _wait_then_stop(run, wait: float) -> None:
+    """A captured run's end: waited for, once more if its first task had not ended by then, then stopped."""
+    if run.wait(wait)[0] is None:
+        run.wait(wait)
+    run.stop()
 
 
 def captured_text(name: str, task: str = "worker-0", into: Path = REPLAYS) -> str:

@@ -137,7 +137,7 @@ def sets_jax_settings(script: str) -> bool:
             keys = [node.slice]
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method, owner = node.func.attr, node.func.value
-            if method in ("setdefault", "putenv") and (_is_environ(owner) or method == "putenv") and node.args:
+            if (method == "putenv" or (method == "setdefault" and _is_environ(owner))) and node.args:
                 keys = [node.args[0]]
             elif method == "update" and _is_environ(owner):
                 keys = [ast.Constant(k.arg) for k in node.keywords if k.arg] + \

@@ -19,7 +19,7 @@ import nbformat
 
 from .dashboard_checks import running
 from .dashboard_page import SHOTS, Frontend, page_on, shot
-from .lab import tail
+from .lab import PACED, tail
 from .page_probes import CONTRAST_JS, SNAPSHOT_JS
 
 # JupyterLab's notebook classes in the shared probes, and classic Notebook's for them (the longest first).
@@ -57,11 +57,7 @@ with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(2)])
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
 
-
-class Paced(tf.keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        time.sleep(0.05)
-
+""" + PACED + """
 
 model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=1, callbacks=[Paced()])
 print("DONE")

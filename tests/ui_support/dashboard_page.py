@@ -28,7 +28,7 @@ from .dashboard_checks import (COLUMNS, check_dashboard_shown_once, check_late_w
                                check_overview_rows,
                                check_runtime_lines_folded, check_timeline_drawn, during_run, phases, running,
                                toggle_text)
-from .lab import CHROMIUM, CHROMIUM_ARGS, DARK
+from .lab import CHROMIUM, CHROMIUM_ARGS, DARK, PACED
 from .page_probes import CONTRAST_JS, OVERVIEW_OVERFLOW_JS, SNAPSHOT_JS, TOO_WIDE_JS  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,11 +56,7 @@ with strategy.scope():
                                  tf.keras.layers.Dense(2)])
     model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
 
-
-class Paced(tf.keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        time.sleep(0.05)
-
+""" + PACED + """
 
 model.fit(dataset, epochs=4, steps_per_epoch=50, verbose=1, callbacks=[Paced()])
 print("DONE")

@@ -172,10 +172,10 @@ def run_pods(tmp_path, script: str) -> tuple[list[int | None], list[str], list[f
                      for index, host in enumerate(network.nodes)]
         deadline = started + 240  # within pytest's 300 s
         codes, took = [None, None], [240.0, 240.0]
-        while None in codes and time.monotonic() < deadline:
-            for index, (process, _) in enumerate(processes):
+        while None in codes and (now := time.monotonic()) < deadline:
+            for index, (process, _) in enumerate(processes):  # pods seen ended in one look: one time, not two
                 if codes[index] is None and process.poll() is not None:
-                    codes[index], took[index] = process.returncode, time.monotonic() - started
+                    codes[index], took[index] = process.returncode, now - started
             time.sleep(0.2)
         outputs = [output.read_text() for _, output in processes]
     finally:
@@ -213,5 +213,7 @@ def test_a_pod_whose_script_raises_ends_at_once_with_the_scripts_traceback(tmp_p
     traceback = outputs[1][outputs[1].index("Traceback (most recent call last):"):]
     assert re.fullmatch(r'  File ".*/main\.py", line \d+, in <module>', traceback.splitlines()[1]) and \
         traceback.rstrip().endswith("ValueError: bad shard"), traceback  # from the script's own frame on
-    assert took[1] < took[0] and took[1] < 120, (took, outputs)  # JAX alone: 300 s more
+    # Pod 1 ends no later than pod 0, to the loop's 0.2 s (both may end within one look), and soon (JAX alone: 300 s
+    # more)
+    assert took[1] <= took[0] and took[1] < 120, (took, outputs)
     assert codes[0] not in (None, 0), (codes, outputs[0][-3000:])  # its peer gone: pod 0 cannot finish

@@ -37,6 +37,9 @@ def test_the_key_ignores_only_what_differs_per_task():
     env = {"PATH": "/bin", "TF_CONFIG": "{}", "KWNB_WORKER": "0", "KWNB_RUN_DIR": "/a", "TF_USE_LEGACY_KERAS": "1"}
     same = {**env, "TF_CONFIG": '{"task": 1}', "KWNB_WORKER": "1", "KWNB_RUN_DIR": "/b"}
     assert key("/usr/bin/python3", env) == key("/usr/bin/python3", same)
+    # pytest's name for the test that runs: a run in the next test forks from the import this one's made
+    assert key("/usr/bin/python3", {**env, "PYTEST_CURRENT_TEST": "a.py::t (call)"}) == \
+        key("/usr/bin/python3", {**env, "PYTEST_CURRENT_TEST": "a.py::u (call)"}) == key("/usr/bin/python3", env)
     # read at import: `from tensorflow.keras import layers` gets Keras 3 from an interpreter that imported without it
     assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "TF_USE_LEGACY_KERAS": "0"})
     assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "TF_CPP_MIN_LOG_LEVEL": "3"})

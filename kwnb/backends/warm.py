@@ -74,9 +74,14 @@ def _is_script(python: str) -> bool:
         return False
 
 
+# Set anew for every test by pytest, read by no import: a kwnb.launch in one test may fork from the import a run of
+# the test before made (a forker is kept for the process's next run, backends/shared_import.py).
+UNREAD_AT_IMPORT = ("PYTEST_CURRENT_TEST",)
+
+
 def key(python: str, env: dict[str, str]) -> str:
     """What a warm interpreter must share with a task to serve it."""
-    kept = sorted((k, v) for k, v in env.items() if k not in NOT_KEYED)
+    kept = sorted((k, v) for k, v in env.items() if k not in NOT_KEYED and k not in UNREAD_AT_IMPORT)
     return hashlib.sha256(json.dumps([os.path.realpath(python), kept]).encode()).hexdigest()[:16]
 
 

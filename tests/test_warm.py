@@ -40,6 +40,7 @@ def test_the_key_ignores_only_what_differs_per_task():
     # pytest's name for the test that runs: a run in the next test forks from the import this one's made
     assert key("/usr/bin/python3", {**env, "PYTEST_CURRENT_TEST": "a.py::t (call)"}) == \
         key("/usr/bin/python3", {**env, "PYTEST_CURRENT_TEST": "a.py::u (call)"}) == key("/usr/bin/python3", env)
+    assert key("/usr/bin/python3", {**env, "KWNB_RUNS_DIR": "/t/1"}) == key("/usr/bin/python3", env)  # kwnb's setting
     # read at import: `from tensorflow.keras import layers` gets Keras 3 from an interpreter that imported without it
     assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "TF_USE_LEGACY_KERAS": "0"})
     assert key("/usr/bin/python3", env) != key("/usr/bin/python3", {**env, "TF_CPP_MIN_LOG_LEVEL": "3"})

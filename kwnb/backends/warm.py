@@ -74,14 +74,18 @@ def _is_script(python: str) -> bool:
         return False
 
 
-# Set anew for every test by pytest, read by no import: a kwnb.launch in one test may fork from the import a run of
-# the test before made (a forker is kept for the process's next run, backends/shared_import.py).
+# Read by no import, so a task may differ in them from the interpreter that imported for it: pytest sets the first
+# anew for every test, and kwnb's own settings (KWNB_RUNS_DIR, ...) are read by kwnb where it runs, the task's
+# after it took on its environment. A kwnb.launch in one test thus forks from the import a run of the test before
+# made (a forker is kept for the process's next run: backends/shared_import.py).
 UNREAD_AT_IMPORT = ("PYTEST_CURRENT_TEST",)
+KWNB_SETTINGS = "KWNB_"
 
 
 def key(python: str, env: dict[str, str]) -> str:
     """What a warm interpreter must share with a task to serve it."""
-    kept = sorted((k, v) for k, v in env.items() if k not in NOT_KEYED and k not in UNREAD_AT_IMPORT)
+    kept = sorted((k, v) for k, v in env.items()
+                  if k not in NOT_KEYED and k not in UNREAD_AT_IMPORT and not k.startswith(KWNB_SETTINGS))
     return hashlib.sha256(json.dumps([os.path.realpath(python), kept]).encode()).hexdigest()[:16]
 
 

@@ -64,6 +64,35 @@ def test_pictures_drawn_in_a_subprocess_are_those_drawn_here(tmp_path):
         assert np.array_equal(pixels(run_dir / name), pixels(tmp_path / here)), name
 
 
+RUNS_IN_A_LOOP = """
+import json, sys
+import kwnb
+from kwnb.pictures import outputs, painter
+elsewhere, real = [], outputs.draw_elsewhere
+outputs.draw_elsewhere = lambda plan: elsewhere.append(plan) or real(plan)
+for i in range(3):
+    run = kwnb.launch(sys.argv[1], n=2, name=f"fit{i}", runs_dir=sys.argv[2], network="host", warm=False)
+    run.wait(120, pictures=True)
+    print(json.dumps({"dir": str(run.dir), "notes": run.notes, "elsewhere": len(elsewhere),
+                      "painter": painter.painter().running, "matplotlib": "matplotlib.figure" in sys.modules}))
+"""
+
+
+def test_a_process_whose_runs_end_one_after_another_draws_from_the_second_in_its_painter(tmp_path):
+    """One subprocess for the first run's curves, then the process's painter for the next ones (a sweep, a loop of
+    kwnb.launch, a test suite): one matplotlib import more in all, not one a run; and still none in the process."""
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    done = subprocess.run([sys.executable, "-c", RUNS_IN_A_LOOP, str(script), str(tmp_path / "runs")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    assert [(r["elsewhere"], r["painter"]) for r in runs] == [(1, False), (1, True), (1, True)], runs
+    assert not any(r["matplotlib"] for r in runs) and all(r["notes"] == [] for r in runs)
+    for run in runs:
+        assert (Path(run["dir"]) / "curves.png").is_file() and (Path(run["dir"]) / "timeline.png").is_file()
+
+
 def fake_run(phases_by_task, ended_at=None):
     """A RunSnapshot (what every renderer reads) of tasks with these phases."""
     from kwnb.engine.records.snapshot import RunSnapshot, TaskView
@@ -148,7 +177,7 @@ def test_the_run_is_done_when_its_tasks_end_and_its_pictures_follow(tmp_path, mo
     release, real = threading.Event(), outputs.draw_elsewhere
     monkeypatch.setattr(outputs, "draw_elsewhere", lambda plan: release.wait(60) and real(plan))
     monkeypatch.setattr(outputs, "draw", lambda plan: release.wait(60) and real(plan))
-    monkeypatch.setattr(outputs, "draw_plan", lambda plan: None)  # no painter running (pictures/painter.py)
+    monkeypatch.setattr(outputs, "draw_plan", lambda plan, start=False: None)  # no painter (pictures/painter.py)
     run = kwnb.launch(script, n=2, name="fit", runs_dir=tmp_path / "runs", network="host", warm=False)
     try:
         assert run.wait(60) == [0, 0] and run.done, run.summary()

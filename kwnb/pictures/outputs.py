@@ -12,7 +12,7 @@ What could not be drawn is noted in the run's notes, summary.txt and, written ag
 The two pictures are drawn from plain data (`drawing_plan`). The timeline is drawn here, with Pillow
 (pictures/timeline.py). The curves need matplotlib: where the calling process runs a painter (a kernel:
 pictures/painter.py), the painter draws them; where it has loaded matplotlib, they are drawn here; else a
-subprocess draws them: importing matplotlib and a first draw would cost the kernel about 0.5 CPU-s and
+subprocess draws them, and the process's next runs start its painter: importing matplotlib and a first draw would cost the kernel about 0.5 CPU-s and
 45 MB for good, and a process of its own about 1 s. `python -m kwnb.pictures.outputs` reads a plan on
 stdin and prints the notes of what it could not draw.
 """
@@ -46,6 +46,7 @@ class Drawing:
 
 
 _drawing: dict[Path, Drawing] = {}  # a run's folder: its pictures being drawn
+_drew_elsewhere = threading.Event()  # this process drew a run's pictures in a subprocess: its painter draws the next
 
 
 def drawing_plan(run) -> dict:
@@ -126,11 +127,18 @@ def _record_notes(run, notes: list[str], note: Callable[[str], None]) -> None:
 
 def _draw_where_quickest(plan: dict) -> list[str]:
     """In this process's painter if it runs (the dashboard's live curves started it), here if matplotlib is
-    loaded, else in a subprocess of its own: each skips a matplotlib import the others would pay."""
+    loaded, else the first time in a subprocess of its own and from then on in this process's painter, started
+    then: each skips a matplotlib import the others would pay. A process whose runs end one after another (a
+    sweep, `kwnb.launch` in a loop, a test suite) pays it twice in all, not once a run (about 1.3 CPU-s each)."""
     notes = draw_plan(plan)
-    if notes is not None:
-        return notes
-    return draw(plan) if "matplotlib.figure" in sys.modules else draw_elsewhere(plan)
+    if notes is None and "matplotlib.figure" in sys.modules:
+        return draw(plan)
+    if notes is None and _drew_elsewhere.is_set():
+        notes = draw_plan(plan, start=True)
+    if notes is None:
+        _drew_elsewhere.set()
+        return draw_elsewhere(plan)
+    return notes
 
 
 def _write_summary(run) -> None:

@@ -165,10 +165,10 @@ def figure_png(series: dict, title: str = "") -> bytes | None:
     return None if figure is None else png_bytes(figure)
 
 
-def draw_plan(plan: dict) -> list[str] | None:
-    """draw(plan) in the painter, if one is running (a start would cost as much as a process of its
-    own); its notes, or None where it cannot draw."""
-    if not _painter.running:
+def draw_plan(plan: dict, start: bool = False) -> list[str] | None:
+    """draw(plan) in the painter, if one is running or `start` says to start it (a start costs as much as a process
+    of its own, which a process that draws again and again pays once); its notes, or None where it cannot draw."""
+    if not (_painter.running or start):
         return None
     answer = _painter.ask({"kind": "plan", "plan": plan})
     return None if answer is None else json.loads(answer[0])

@@ -84,7 +84,8 @@ def test_a_process_whose_runs_end_one_after_another_draws_from_the_second_in_its
     script = tmp_path / "fit.py"
     script.write_text(FIT)
     done = subprocess.run([sys.executable, "-c", RUNS_IN_A_LOOP, str(script), str(tmp_path / "runs")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=400, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          capture_output=True, text=True, timeout=400,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     runs = [json.loads(line) for line in done.stdout.strip().splitlines()]
     assert [(r["elsewhere"], r["painter"]) for r in runs] == [(1, False), (1, True), (1, True)], runs

@@ -12,9 +12,9 @@ What could not be drawn is noted in the run's notes, summary.txt and, written ag
 The two pictures are drawn from plain data (`drawing_plan`). The timeline is drawn here, with Pillow
 (pictures/timeline.py). The curves need matplotlib: where the calling process runs a painter (a kernel:
 pictures/painter.py), the painter draws them; where it has loaded matplotlib, they are drawn here; else a
-subprocess draws them, and the process's next runs start its painter: importing matplotlib and a first draw would cost the kernel about 0.5 CPU-s and
-45 MB for good, and a process of its own about 1 s. `python -m kwnb.pictures.outputs` reads a plan on
-stdin and prints the notes of what it could not draw.
+subprocess draws them, and the process's next runs start its painter: importing matplotlib and a first draw
+would cost the kernel about 0.5 CPU-s and 45 MB for good, and a process of its own about 1 s.
+`python -m kwnb.pictures.outputs` reads a plan on stdin and prints the notes of what it could not draw.
 """
 from __future__ import annotations
 

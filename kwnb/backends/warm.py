@@ -6,8 +6,8 @@ per worker here. A script that imports no TensorFlow gets interpreters that impo
 
 Rules that keep it correct and cheap:
 - A warm interpreter serves a task only if it was started with the same Python and the same
-  environment, apart from what may differ (`key`: machine/task_env.py's NOT_KEYED, kwnb's own settings and
-  PYTEST_CURRENT_TEST, which no import reads): variables such
+  environment, apart from what may differ (`key`: machine/task_env.py's `keyed`: what differs per task, and what
+  no import reads): variables such
   as TF_CPP_MIN_LOG_LEVEL or TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device
   set-up. Otherwise the task starts cold, and the next refill builds the pool for the new key.
 - Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
@@ -43,7 +43,7 @@ from pathlib import Path
 import psutil
 
 from ..machine.limits import memory_cgroup_of, read_limits
-from ..machine.task_env import NOT_KEYED
+from ..machine.task_env import NOT_KEYED, keyed
 from ..task.process_group import OWN_PROCESS_GROUP
 from ..task.runfolder import PARENT_PID_ENV
 from . import netns, warm_room
@@ -75,18 +75,9 @@ def _is_script(python: str) -> bool:
         return False
 
 
-# Read by no import, so a task may differ in them from the interpreter that imported for it: pytest sets the first
-# anew for every test, and kwnb reads its own settings (KWNB_RUNS_DIR, ...) where it runs, a task only once it has
-# taken on its own environment. A kwnb.launch in one test thus forks from the import a run of the test before made
-# (a forker is kept for the process's next run: backends/shared_import.py).
-UNREAD_AT_IMPORT = ("PYTEST_CURRENT_TEST",)
-KWNB_SETTINGS = "KWNB_"
-
-
 def key(python: str, env: dict[str, str]) -> str:
     """What a warm interpreter must share with a task to serve it."""
-    kept = sorted((k, v) for k, v in env.items()
-                  if k not in NOT_KEYED and k not in UNREAD_AT_IMPORT and not k.startswith(KWNB_SETTINGS))
+    kept = sorted((k, v) for k, v in env.items() if keyed(k))
     return hashlib.sha256(json.dumps([os.path.realpath(python), kept]).encode()).hexdigest()[:16]
 
 

@@ -225,6 +225,18 @@ FRAMEWORK_NAMES = tuple(framework.name for framework in FRAMEWORKS)
 EVERY_VARIABLE = (*(v for framework in FRAMEWORKS for v in framework.variables), *COMMON)
 THREAD_VARIABLES = tuple(v.name for v in COMMON if v.step == Step.THREADS)
 NOT_KEYED = tuple(v.name for v in EVERY_VARIABLE if not v.keyed)  # may differ between a warm interpreter and its task
+# Read by no import either, so a task may differ in them from the interpreter that imported for it: pytest sets the
+# first anew for every test, and kwnb reads its own settings (KWNB_RUNS_DIR, ...) where it runs, a task only once it
+# has taken on its own environment. A run in one test thus forks from the import a run of the test before made.
+UNREAD_AT_IMPORT = ("PYTEST_CURRENT_TEST",)
+KWNB_SETTINGS = "KWNB_"
+
+
+def keyed(name: str) -> bool:
+    """Whether a variable must be the same in a warm interpreter or a forker and in the task it serves."""
+    return name not in NOT_KEYED and name not in UNREAD_AT_IMPORT and not name.startswith(KWNB_SETTINGS)
+
+
 PER_TASK = tuple(v.name for v in EVERY_VARIABLE if v.per_task)  # never a whole job's (Slurm)
 CLUSTER_VARIABLES = tuple(v.name for v in EVERY_VARIABLE if v.step == Step.CLUSTER)  # each task's own, where it runs
 

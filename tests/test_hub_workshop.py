@@ -121,27 +121,44 @@ def connects_inside(pid: int, port: int) -> bool:
     return done.returncode == 0
 
 
-def wait_for_ports(learner, timeout: float = 240) -> tuple[int | None, set[int]]:
-    """A task's pid and the ports the learner's tasks listen on, once both workers' servers are up."""
+def network_of(pid: int) -> str:
+    """The network namespace a process is in, as /proc names it (`net:[inode]`); "" once it has gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return ""
+
+
+def wait_for_ports(learner, timeout: float = 240) -> tuple[int | None, set[int], dict[int, str]]:
+    """A task's pid, the ports the learner's tasks listen on, and each task's network, once both workers' servers are
+    up in networks other than the host's. A forked task joins its run's network just after the fork (the forker stays
+    outside, kwnb/task/forker.py), so for an instant it is in the host's: there it listens on nothing, but its
+    /proc/PID/net/tcp is the host's, with the learner's kernel and server ports. A task still in the host's network
+    when the time is up is returned as it is, for the checks to name."""
+    host = network_of(os.getpid())
     deadline = time.monotonic() + timeout
+    found: tuple[int | None, set[int], dict[int, str]] = (None, set(), {})
     while time.monotonic() < deadline:
         tasks = task_processes(learner)
+        networks = {task.pid: network_of(task.pid) for task in tasks}
         if len(tasks) >= 2:
             ports = set().union(*(listening_ports(f"/proc/{t.pid}/net", learner.uid) for t in tasks))
-            if len(ports) >= 2:
-                return tasks[0].pid, ports
+            found = (tasks[0].pid, ports, {pid: "host" if net == host else net for pid, net in networks.items()})
+            if len(ports) >= 2 and host not in networks.values():
+                return found
         time.sleep(0.5)
-    return None, set()
+    return found
 
 
 def tried_ports(learners) -> dict:
-    """For each learner B: their task ports, whether each answers inside B's network, on the host's
-    /proc/net/tcp, and to which other learners."""
+    """For each learner B: the network each of their tasks is in, their task ports, whether each answers inside B's
+    network, on the host's /proc/net/tcp, and to which other learners."""
     host_listening = {learner.name: listening_ports("/proc/net", learner.uid) for learner in learners}
     tried = {}
     for owner in learners:
-        pid, ports = wait_for_ports(owner)
+        pid, ports, networks = wait_for_ports(owner)
         tried[owner.name] = {
+            "networks": networks,
             "ports": sorted(ports),
             "inside": {port: connects_inside(pid, port) for port in ports},
             "on_host": sorted(ports & (host_listening[owner.name] | listening_ports("/proc/net", owner.uid))),
@@ -251,6 +268,8 @@ def test_every_learner_s_notebook_runs_ok(workshop):
 
 def test_no_learner_reaches_another_s_task_ports(workshop):
     for owner, tried in workshop["ports"].items():
+        assert "host" not in tried["networks"].values(), (owner, tried)  # every task in a network of its run's
+        assert len(set(tried["networks"].values())) == 1, (owner, tried)  # the same one
         assert len(tried["ports"]) >= 2, (owner, tried)  # both workers' servers were found
         assert all(tried["inside"].values()), (owner, tried)  # they listen, inside the run's network
         assert tried["on_host"] == [], (owner, tried)

@@ -1,10 +1,11 @@
 """Which live tasks the stacks signal (SIGUSR2) goes to when every live task is silent: never one whose error reached
 the script's top level. That task is exiting, its handler may be gone, and the signal would end it (exit -12), told
-then as a kill from outside kwnb (seen on the corpus's keras-guide-multi-gpu-tf-mwms under load)."""
+then as a kill from outside kwnb (seen on the corpus's keras-guide-multi-gpu-tf-mwms under load). And when: once
+for a stall, again every --stall-after seconds while the stall told names no culprit."""
 from __future__ import annotations
 
-from kwnb.engine.diagnoses.diagnose import wants_stacks
-from kwnb.engine.diagnoses.diagnosis import RunView
+from kwnb.engine.diagnoses.diagnose import findings, wants_stacks
+from kwnb.engine.diagnoses.diagnosis import Diagnosis, ProcessFacts, RunView
 from kwnb.engine.readers.tf_events import Frame, PythonTraceback
 from kwnb.engine.tasks.task import Signals
 from kwnb.engine.tasks.view import TaskView
@@ -34,3 +35,36 @@ def test_a_task_exiting_with_its_uncaught_error_gets_no_stacks_signal():
 def test_a_caught_error_leaves_the_task_asked_for_its_stacks():
     view = RunView(tasks=(silent(0, raised("train_step")), silent(1)), name="main", script="main.py", stall_after=60)
     assert wants_stacks(view, 100.0) == [0, 1]
+
+
+def dump(*innermost: str) -> str:
+    """A faulthandler dump whose main thread's innermost frames are `innermost`, innermost first."""
+    frames = "".join(f'  File "{f}", line 5 in on_batch_end\n' for f in innermost)
+    return f'Current thread 0x00007f00 (most recent call first):\n{frames}  File "/job/main.py", line 9 in <module>\n'
+
+
+IN_FIT = dump("/venv/site-packages/tensorflow/python/eager/execute.py", "/venv/site-packages/tf_keras/src/engine/training.py")
+IN_CALLBACK = dump("/job/main.py", "/venv/site-packages/tf_keras/src/callbacks.py")
+
+
+def stalled_view(standing: Diagnosis, stacks_at: float) -> RunView:
+    return RunView(tasks=(silent(0), silent(1)), name="main", script="main.py", user_files=("/job/main.py",),
+                   stall_after=8, diagnoses=(standing,), stacks_at=stacks_at)
+
+
+def test_a_stall_with_no_culprit_is_looked_at_again_after_stall_after_seconds():
+    """Under load a first step's tracing outlasted an 8 s --stall-after: the first look found both tasks inside fit,
+    and a stall told so stayed so after worker 1 went on into the callback that blocks."""
+    no_culprit = Diagnosis("stalled", None, "no task has made progress for 8 s: ...", since=100.0)
+    assert wants_stacks(stalled_view(no_culprit, stacks_at=100.0), 104.0) == []  # looked at 4 s ago
+    assert wants_stacks(stalled_view(no_culprit, stacks_at=100.0), 108.5) == [0, 1]
+    named = Diagnosis("stalled", 1, "worker 1 in main.py line 5 ...", since=100.0)
+    assert wants_stacks(stalled_view(named, stacks_at=100.0), 200.0) == []  # a culprit named stays as told
+
+    view = stalled_view(no_culprit, stacks_at=100.0)
+    assert [d.task for d in findings(view, 108.5, ProcessFacts(stacks={0: IN_FIT, 1: IN_FIT})) if d.kind == "stalled"] \
+        == [None]
+    again = findings(view, 108.5, ProcessFacts(stacks={0: IN_FIT, 1: IN_CALLBACK}))
+    assert [(d.kind, d.task) for d in again] == [("stalled", 1)], again
+    assert again[0].message.startswith("worker 1 in main.py line 5, in on_batch_end: it is blocked in its own code")
+    assert [d.task for d in findings(view, 108.5) if d.kind == "stalled"] == [None]  # no new stacks: as it was told

@@ -28,7 +28,6 @@ from typing import Callable
 
 from . import known_errors, recovery, saves
 from .crashes import is_fault, native_crash
-from . import stacks as stack_dumps
 from ..tasks.view import TaskView
 from . import training_faults as training
 from .distribution import changed_at, not_distributed
@@ -37,16 +36,12 @@ from .jax_faults import jax_alone, jax_not_joined, jax_peer_lost
 from .diagnosis import Diagnosis, Look, ProcessFacts, RunView, signal_name
 from .oom import OomEvidence
 from .peers import peer_lost, waiting_for_peers
+from .stall import stall, uncaught, wants_stacks  # noqa: F401 (wants_stacks: the supervisor's)
 from .ray_faults import ray_memory_monitor, ray_node_lost
 from ...machine.sizes import format_size
 
 # Collective failures a task raises because a peer is gone: consequences, not causes.
 CONSEQUENCES = training.CONSEQUENCES
-# A task not yet joining (importing TensorFlow, loading data) prints nothing for long: with 6 learners' runs at
-# once on 2 cores the join took up to 101 s (benchmarks/load.py). It counts as progressing for this long after
-# its launch, and after that while it uses CPU.
-STARTING_SECONDS = 300.0
-STARTING_CPU_PERCENT = 2.0
 MEMORY_HINT_SHARE = 0.5  # peak memory above this share of the machine's makes the OOM killer a suspect
 
 
@@ -126,54 +121,6 @@ def _link(look: Look) -> None:
         root = look.explained(diagnosis.task) if diagnosis.kind in FOLLOWS else None
         if root is not None and root[0] is not diagnosis:
             diagnosis.follows = root[0].key
-
-
-def wants_stacks(view: RunView, now: float) -> list[int]:
-    """The positions of the live tasks whose stacks the next pass needs: every live task is silent (a stall is
-    suspected) and no stall has been told yet. The supervisor captures them (stacks.capture: seconds)."""
-    if not _stall_suspected(view, now, waiting_for_peers(Look(view, now))):
-        return []
-    if any(d.kind in ("stalled", "uneven_steps") for d in view.diagnoses):
-        return []
-    # A task whose error reached the script's top level is exiting: its stacks handler may be gone already, and the
-    # signal would end it as a kill (exit -12) told as one from outside (the corpus's keras-guide-multi-gpu-tf-mwms).
-    return [task.position for task in view.tasks if task.alive and not uncaught(task, view.script)]
-
-
-def uncaught(task: TaskView, script: str) -> bool:
-    """Whether the task's last traceback reached the script's top level: uncaught, so the task is ending with it
-    (exiting can take seconds)."""
-    traceback = task.signals.traceback[1] if task.signals.traceback else None
-    return traceback is not None and any(f.function == "<module>" and f.file.endswith(script) for f in traceback.frames)
-
-
-def _stall_suspected(view: RunView, now: float, found: list[Diagnosis]) -> bool:
-    live = [task for task in view.tasks if task.alive]
-    waiting = any(d.kind == "waiting_for_peers" for d in found)
-    return bool(view.stall_after and live and not waiting
-                and not any(_progressing(t, now, view.stall_after) for t in live))
-
-
-def stall(look: Look) -> Diagnosis | None:
-    """`stalled` when every live task is silent and no task is told waiting for its peers (asked last, so that
-    `look.found` holds this pass's waiting_for_peers); a stall told before stays as it was told."""
-    view = look.view
-    if not _stall_suspected(view, look.now, look.found):
-        return None
-    current = next((d for d in view.diagnoses if d.kind in ("stalled", "uneven_steps")), None)
-    return current or stalled(view, look.now, dict(look.facts.stacks))
-
-
-def _progressing(task: TaskView, now: float, window: float) -> bool:
-    """New output within the window, or still starting (importing TensorFlow, loading data): under load an
-    import can take longer than the window with nothing printed, and a one-second CPU sample can read 0."""
-    if now - task.signals.progress_at < window:
-        return True
-    if task.phase not in ("pending", "starting"):
-        return False
-    cpu = task.cpu_percent
-    launched = task.started_at or now
-    return now - launched < max(STARTING_SECONDS, window) or cpu is None or cpu >= STARTING_CPU_PERCENT
 
 
 def origin(diagnoses: list[Diagnosis], tasks: list[TaskView]) -> Diagnosis | None:
@@ -295,33 +242,6 @@ def port_taken(task: TaskView, look: Look) -> Diagnosis | None:
                      f"{task.id} could not bind {task.address}: another program took the port after kwnb chose it; "
                      f"kwnb relaunches the cluster on new ports (up to 3 times)",
                      evidence=list(task.signals.bind_failure[1].lines))
-
-
-def stalled(view: RunView, now: float, dumps: dict[int, str]) -> Diagnosis:
-    """Every live task silent for view.stall_after seconds: where each one's main thread is blocked (`dumps`: the
-    stacks the supervisor captured), and the task the others wait for (its main thread is in the user's code,
-    theirs in TensorFlow), where one is."""
-    tasks = view.tasks
-    places, evidence = {}, [text for _, text in sorted(dumps.items())]
-    for position, text in sorted(dumps.items()):
-        frame = stack_dumps.blocked_at(text, view.user_files)
-        places[position] = f"{tasks[position].id} in {frame}" if frame else f"{tasks[position].id} (no stack)"
-    where = "; ".join(places.values()) or "no task answered with its stacks"
-    silent = f"no task has made progress for {view.stall_after:g} s"
-    stacks = f"(%kw_stack {view.name} shows every thread)"
-    blocked = training.culprits(dumps)
-    if len(blocked) == 1 and len(dumps) > 1:
-        culprit, waiting = tasks[blocked[0]], [tasks[p].id for p in dumps if p != blocked[0]]
-        return Diagnosis("stalled", culprit.position,
-                         f"{places[culprit.position]}: it is blocked in its own code and "
-                         f"{', '.join(map(str, waiting))} wait{'s' * (len(waiting) == 1)} for it in a collective; "
-                         f"{silent} {stacks}", evidence=evidence)
-    if dumps and not blocked:  # every live task waits inside TensorFlow: for a peer that left, or another collective
-        hang = training.collective_hang(list(tasks), dumps, view.user_files, f"({where}); {silent}", evidence,
-                                        training.steps_advice(view.hand_sharding))
-        if hang:
-            return hang
-    return Diagnosis("stalled", None, f"{silent}: {where} {stacks}", evidence=evidence)
 
 
 def _memory_was_high(peak: int) -> bool:

@@ -72,6 +72,7 @@ class RunView:
     restart_limit: int = 0  # the cluster restarts the failure policy may make (--on-failure restart), else 0
     hand_sharding: tuple = ()  # where the job's files shard a dataset after batching it (engine/readers/program.py)
     saves: tuple = ()  # the script's saves to one literal path (saves.py's SaveCall), read once at launch
+    stacks_at: float = 0.0  # when the supervisor last captured the tasks' stacks for a stall (0: not yet)
 
 
 @dataclass(frozen=True)

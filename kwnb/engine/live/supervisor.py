@@ -37,6 +37,7 @@ class Supervisor:
         self.engine = engine
         self.run = run  # what the on_end callbacks get: the learner's Run (engine/live/run.py)
         self._diagnosed_at = 0.0
+        self._stacks_at = 0.0  # when a pass last captured the tasks' stacks for a stall
         self._memory = oom.MemoryWatch()
         self.thread: threading.Thread | None = None
 
@@ -109,7 +110,7 @@ class Supervisor:
                        stall_after=settings.stall_after, diagnoses=tuple(d.copy() for d in engine.diagnoses),
                        env=dict(engine.user_env), framework=engine.framework.name,
                        restart_limit=settings.max_restarts if settings.on_failure == "restart" else 0,
-                       hand_sharding=engine.hand_sharding)
+                       hand_sharding=engine.hand_sharding, stacks_at=self._stacks_at)
 
     def _process_facts(self, view: RunView, now: float) -> diagnose.ProcessFacts:
         """What a pass needs from the processes, gathered outside the state lock: the OOM killer's evidence
@@ -118,6 +119,7 @@ class Supervisor:
             self._memory.note(task)
         stalled = diagnose.wants_stacks(view, now)
         dumps = stack_dumps.capture([self.engine.workers[p] for p in stalled]) if stalled else {}
+        self._stacks_at = now if stalled else self._stacks_at
         written = saves.written(view.saves, self.engine.cwd, self.engine.started_at) \
             if not any(task.alive for task in view.tasks) else {}
         return diagnose.ProcessFacts(stacks=dumps, oom=self._memory.killed(list(view.tasks)), written=written)

@@ -336,6 +336,12 @@ def test_the_doctor_checks_jax_versions_and_an_all_reduce_on_the_cpu():
     ("import jax\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
     ("print('hi')\n", {"KERAS_BACKEND": "jax"}, ()),
     ("import keras\n", {}, ("tensorflow", "tf_keras", "keras")),  # a TensorFlow run's, as before
+    # Keras picks its backend when imported: never imported before a script that chooses it (Keras' guides do)
+    ("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n", {"TF_USE_LEGACY_KERAS": "1"},
+     ("tensorflow", "tf_keras")),
+    ("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n", {}, ()),  # TensorFlow would import Keras 3
+    ("import os\nos.environ.setdefault('KERAS_BACKEND', 'jax')\nimport keras\n", {"KERAS_BACKEND": "jax"}, ("jax",)),
+    ("import os\nos.environ['JAX_ENABLE_X64'] = '1'\nimport keras\n", {"KERAS_BACKEND": "jax"}, ()),
 ])
 def test_a_warm_interpreter_for_a_jax_cell_imports_jax_and_keras_not_tensorflow(tmp_path, script, env, imports):
     from kwnb.backends.warm_room import warm_imports

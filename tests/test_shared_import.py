@@ -71,7 +71,14 @@ def test_what_is_shared():
     ("import keras\nimport tensorflow as tf\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras", "tensorflow")),
     ("import keras\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
     ("import jax\n", {"KERAS_BACKEND": "jax"}, ("jax", "keras")),
-    ("import keras\n", {}, warm_room.WARM_IMPORTS),  # Keras 3 on TensorFlow: keras itself after the fork
+    # Keras 3 on TensorFlow: keras too, unless the script chooses Keras' backend (read when keras is imported)
+    ("import keras\n", {}, ("tensorflow", "tf_keras", "keras")),
+    ("import keras\n", {"KERAS_BACKEND": "tensorflow"}, ("tensorflow", "tf_keras", "keras")),
+    ("import keras\n", {"KERAS_BACKEND": "torch"}, ("tensorflow", "tf_keras")),
+    ("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n", {"TF_USE_LEGACY_KERAS": "1"},
+     ("tensorflow", "tf_keras")),
+    ("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n", {}, ()),  # TensorFlow would import Keras 3
+    ("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n", {"KERAS_BACKEND": "jax"}, ("jax",)),
     ("import numpy\n", {"KERAS_BACKEND": "jax"}, ()),  # nothing of a framework to share
     # JAX's settings set by the script: jax reads them at import, so the task's own import must
     ("import os\nos.environ['JAX_ENABLE_X64'] = '1'\nimport jax\n", {"KERAS_BACKEND": "jax"}, ()),
@@ -233,13 +240,29 @@ def test_a_kept_forker_serves_its_environment_only_and_ends_after_its_time(tmp_p
     monkeypatch.setattr(shared_import, "KEEP_SECONDS", 1.0)
     forker = _forker(tmp_path)
     shared_import.keep(forker)
-    assert shared_import.take(forker.key) is forker and shared_import.take(forker.key) is None  # the caller's now
-    shared_import.keep(forker)
-    assert shared_import.take("another environment") is None
+    imports = forker.imports
+    assert shared_import.take(forker.key, imports) is forker and shared_import.take(forker.key, imports) is None
+    shared_import.keep(forker)  # (the caller's, then kept again)
+    assert shared_import.take("another environment", imports) is None
     assert forker.popen.wait(5) == 0  # ended: the runs have moved on
     later = _forker(tmp_path)
     shared_import.keep(later)
-    assert later.popen.wait(5) == 0 and shared_import.take(later.key) is None  # its time is up
+    assert later.popen.wait(5) == 0 and shared_import.take(later.key, imports) is None  # its time is up
+
+
+def test_a_kept_forker_serves_no_run_that_must_import_a_module_itself(tmp_path):
+    """A run whose script sets KERAS_BACKEND must import keras itself: a forker that imported it for an earlier run
+    (Keras 3 on TensorFlow) cannot serve it; one that imported less can. (Two small modules stand in for them.)"""
+    env = {"PATH": os.environ["PATH"]}
+    more = shared_import.SharedImport(sys.executable, env, str(tmp_path), ("json", "csv"))
+    shared_import.keep(more)
+    assert shared_import.take(more.key, ("json",)) is None
+    assert more.popen.wait(5) == 0  # ended: it cannot serve that run
+    less = shared_import.SharedImport(sys.executable, env, str(tmp_path), ("json",))
+    shared_import.keep(less)
+    assert shared_import.take(less.key, ("json", "csv")) is less
+    less.close()
+    assert less.popen.wait(5) == 0
 
 
 def test_only_a_task_run_by_the_interpreter_itself_is_served_by_a_process_started_ahead(tmp_path):

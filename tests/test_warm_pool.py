@@ -4,16 +4,20 @@ the pool keeps to the session's CPUs and memory, and imports TensorFlow only for
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from kwnb.backends import warm as warm_module
+from kwnb.backends.base import TaskLaunch
 from kwnb.backends import warm_room
 from kwnb.backends.warm import Pool, key
 from kwnb.machine.limits import Limits
+from kwnb.task.tf_config import TaskId
 
 
 @pytest.fixture
@@ -158,3 +162,20 @@ def test_kw_pool_says_the_cap_and_why(monkeypatch, capsys):
     said = capsys.readouterr().out
     assert "kwnb: pool cap at most 0, by the memory: memory for 0 training tasks" in said
     assert "of 512 MiB, MEM_LIMIT" in said and "the CPUs allow 2 for the 1 CPU (CPU_LIMIT" in said
+
+
+def test_a_warm_interpreter_that_imported_keras_serves_no_script_that_sets_keras_backend(pool, tmp_path):
+    """Keras picks its backend when imported: an interpreter that imported it for the last run (Keras 3 on TensorFlow)
+    would ignore a script's os.environ["KERAS_BACKEND"] = "jax". The pool gives such a script only one that did not."""
+    env = {"PATH": os.environ["PATH"], "TF_USE_LEGACY_KERAS": "1"}  # kwnb's default: TensorFlow imports no Keras 3
+    launch = TaskLaunch(TaskId("worker", 0), sys.executable, str(tmp_path / "main.py"), [], env, str(tmp_path),
+                        tmp_path / "worker-0.log")
+    waiting = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)  # stands in for one
+    pool._idle = [warm_module.Warm(waiting, key(sys.executable, env), tmp_path / "warm.log",
+                                   imports=("tensorflow", "tf_keras", "keras"))]
+    (tmp_path / "main.py").write_text("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n")
+    imports = warm_room.warm_imports(str(tmp_path / "main.py"), env)
+    assert imports == ("tensorflow", "tf_keras")
+    assert pool.take(launch, imports) is None
+    assert pool.take(launch, ("tensorflow", "tf_keras", "keras")) is waiting  # a script that lets Keras choose
+    assert waiting.wait(5) == 0  # given the task, its input closed

@@ -4,8 +4,9 @@ TensorFlow once (kwnb/task/forker.py), instead of each task importing it. Measur
 
 Used by the local launcher for a run's tasks that the warm pool cannot serve, when the script imports
 TensorFlow, or under KERAS_BACKEND=jax jax or keras, and the tasks share the environment an import reads
-(warm.key). Only those are asked for before the fork (FORKABLE, FORKABLE_ON_JAX), jax first: JAX is unsafe to
-fork once a backend is initialized, which importing it does not do, and each task initializes its own after the
+(warm.key). Only those are asked for before the fork (FORKABLE, FORKABLE_ON_JAX, and Keras 3 on TensorFlow or
+JAX: KERAS_FORKS_ON, never for a script that sets KERAS_BACKEND itself, warm_room.warm_imports), jax first: JAX is
+unsafe to fork once a backend is initialized, which importing it does not do, and each task initializes its own after the
 fork; TensorFlow imported after jax sets up TFLite's converter of JAX functions, as in a cold task.
 $KWNB_SHARED_IMPORT=0 turns it off, and each task starts cold. The forker stays on this
 machine's network; the tasks of a run in a private network join it after the fork (netns.namespaces).
@@ -50,7 +51,10 @@ SHARED_IMPORT_ENV = "KWNB_SHARED_IMPORT"  # 0: each local task imports TensorFlo
 # importing jax and Keras 3 on it does not do: each task initializes its own after the fork
 # (keras.distribution.initialize()). Their import costs about 2 CPU-s a task (1.8-2.3 s, three runs).
 FORKABLE = ("tensorflow", "tf_keras")
-FORKABLE_ON_JAX = ("jax", "keras")  # under KERAS_BACKEND=jax only: elsewhere keras is Keras 3 on TensorFlow
+FORKABLE_ON_JAX = ("jax",)  # under KERAS_BACKEND=jax only
+# Keras 3 imports the backend KERAS_BACKEND names (TensorFlow where it is unset): on these it forks as they do. A
+# fork after Keras 3 on TensorFlow, then a fit in each child, measured: both trained, 1.2-1.3 CPU-s each.
+KERAS_FORKS_ON = ("", "tensorflow", "jax")
 KEEP_SECONDS = 120.0  # a kept forker's life after its last run: runs one after another come seconds apart; its
 # import (about 300 MB PSS with TensorFlow) is given back two minutes after the last of them
 GONE_SECONDS = 2.0  # after the forker ended unexpectedly: how long its tasks' watchdogs take to end them, at most
@@ -62,12 +66,14 @@ def enabled() -> bool:
 
 def shareable(launches: list[TaskLaunch]) -> tuple[str, ...]:
     """What the run's tasks would import once, shared: of what a warm interpreter would import for them, the
-    TensorFlow part (FORKABLE) and under Keras on JAX jax and keras (FORKABLE_ON_JAX), for a run of two tasks or
-    more that share the environment the import reads; () when sharing cannot help. Each task initializes its
+    TensorFlow part (FORKABLE), under Keras on JAX jax (FORKABLE_ON_JAX), and Keras 3 on either, for a run of two
+    tasks or more that share the environment the import reads; () when sharing cannot help. Each task initializes its
     backend itself, after the fork."""
     if len(launches) < 2 or len({warm_pool.key(launch.python, launch.env) for launch in launches}) > 1:
         return ()
-    forkable = FORKABLE + (FORKABLE_ON_JAX if launches[0].env.get("KERAS_BACKEND") == "jax" else ())
+    backend = launches[0].env.get("KERAS_BACKEND", "")
+    forkable = FORKABLE + (FORKABLE_ON_JAX if backend == "jax" else ()) + \
+        (("keras",) if backend in KERAS_FORKS_ON else ())
     imports = tuple(name for name in warm_room.warm_imports(launches[0].script, launches[0].env) if name in forkable)
     return imports if {"tensorflow", "jax"} & set(imports) else ()
 
@@ -208,11 +214,12 @@ def keep(forker: SharedImport) -> None:
         before.close()
 
 
-def take(key: str) -> SharedImport | None:
-    """The kept forker, if it can fork tasks with this key (then it is the caller's until it keeps it again);
-    a kept one that cannot ends (the runs have moved to another environment)."""
+def take(key: str, imports: tuple[str, ...]) -> SharedImport | None:
+    """The kept forker, if it can fork tasks with this key and imported nothing but `imports`, what the run's tasks
+    may find imported (keras, imported for an earlier run, would ignore the KERAS_BACKEND a script sets), then it is
+    the caller's until it keeps it again; a kept one that cannot ends (the runs have moved on)."""
     kept = _pop_kept()
-    if kept is not None and kept.alive and kept.key == key:
+    if kept is not None and kept.alive and kept.key == key and set(kept.imports) <= set(imports):
         return kept
     if kept is not None:
         kept.close()

@@ -184,13 +184,15 @@ class Pool:
                 self._claimed = network
             return network
 
-    def take(self, launch: TaskLaunch, network: "netns.PrivateNetwork | None" = None) -> subprocess.Popen | None:
-        """A warm interpreter now running this task, or None (none matches: start it cold). Only one in
-        the same network as the task: none (this machine's) or the private network the run adopted."""
+    def take(self, launch: TaskLaunch, imports: tuple[str, ...],
+             network: "netns.PrivateNetwork | None" = None) -> subprocess.Popen | None:
+        """A warm interpreter now running this task, or None (start it cold): one in the task's network (this
+        machine's or the one the run adopted) that imported nothing but `imports` (no keras if the script picks its
+        backend)."""
         wanted = key(launch.python, launch.env)
         with self._lock:
             match = next((w for w in self._idle if w.key == wanted and w.network is network
-                          and w.popen.poll() is None), None)
+                          and set(w.imports) <= set(imports) and w.popen.poll() is None), None)
             if match is None:
                 return None
             self._idle.remove(match)

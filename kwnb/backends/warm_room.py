@@ -47,6 +47,7 @@ WARM_IMPORTS = ("tensorflow", "tf_keras")  # what a TensorFlow script's warm int
 # only where the script imports it too (tf.data); importing them leaves JAX's backend uninitialised, so that
 # keras.distribution.initialize() still works in the task.
 JAX_IMPORTS = ("jax", "keras")
+KERAS_BACKEND = "KERAS_BACKEND"  # read by `import keras`: a script that sets it gets no keras imported before it runs
 MAX_SCANNED = 50  # local modules read, at most, to find what a script imports (a few ms each)
 BUSY_SHARE = 0.5  # other work above this share of the CPUs: no refill now
 QUIET_WINDOW = 1.0  # seconds over which CPU use is measured
@@ -80,20 +81,28 @@ def warm_imports(script: str | None, env: dict | None = None) -> tuple[str, ...]
     """What a warm interpreter for `script` imports: WARM_IMPORTS (and keras, if the script uses it) for a
     script that imports TensorFlow, nothing for one that does not; under Keras on JAX (`env`'s KERAS_BACKEND),
     JAX_IMPORTS for a script that imports jax or keras, and TensorFlow only if it imports that too, but nothing
-    for one that sets JAX's settings in os.environ (sets_jax_settings). No script yet (the first cell, not
-    written): a TensorFlow one, as the tutorials'."""
+    for one that sets JAX's settings in os.environ. Never keras for a script that sets KERAS_BACKEND itself (Keras
+    picks its backend when imported), nor TensorFlow unless `env` keeps it from importing Keras 3. No script yet (the first cell, not written): a TensorFlow one, as the
+    tutorials'."""
     if script is None:
         return WARM_IMPORTS
     found = script_imports(script)
     if found is None:  # unreadable or not Python: as the estimate below reads it
         found = {name for name in TENSORFLOW if re.search(rf"\b{name}\b", _text(script) or "tensorflow")}
+    sets = set_variables(script)
     if (env or {}).get("KERAS_BACKEND") == "jax" and found & set(JAX_IMPORTS):
-        if sets_jax_settings(script):  # jax reads them at import: the task's own import must see them
+        if any(name.startswith("JAX_") for name in sets):  # jax reads them at import: the task's own must see them
             return ()
-        return JAX_IMPORTS + (("tensorflow",) if "tensorflow" in found else ())
-    if not found & set(TENSORFLOW):
+        imports = JAX_IMPORTS + (("tensorflow",) if "tensorflow" in found else ())
+    elif not found & set(TENSORFLOW):
         return ()
-    return WARM_IMPORTS + (("keras",) if "keras" in found else ())
+    else:
+        imports = WARM_IMPORTS + (("keras",) if "keras" in found else ())
+    if KERAS_BACKEND in sets:  # keras not imported before the script picks its backend; nor TensorFlow, which
+        # imports Keras 3 itself unless TF_USE_LEGACY_KERAS is on (kwnb's default for a TensorFlow run's tasks)
+        legacy = (env or {}).get("TF_USE_LEGACY_KERAS") in ("1", "true", "True")
+        imports = tuple(name for name in imports if name == "jax" or (legacy and name != "keras"))
+    return imports
 
 
 def script_imports(script: str) -> set[str] | None:
@@ -122,15 +131,16 @@ def script_imports(script: str) -> set[str] | None:
     return found
 
 
-def sets_jax_settings(script: str) -> bool:
-    """Whether the script sets a JAX_ variable in its environment (os.environ[...] = , setdefault, update,
-    os.putenv): jax reads its settings from them when imported (JAX_ENABLE_X64, JAX_PLATFORMS, ...), so in an
-    interpreter that imported jax before the script ran they would be ignored. XLA_FLAGS is read later, when
-    a backend is first initialized."""
+def set_variables(script: str) -> set[str]:
+    """The environment variables the script sets in os.environ by name (os.environ[...] = , setdefault, update,
+    os.putenv). Some are read when a module is imported: jax reads JAX_ENABLE_X64, JAX_PLATFORMS, ... and Keras
+    KERAS_BACKEND, so in an interpreter that imported them before the script ran they would be ignored. (XLA_FLAGS
+    is read later, when a backend is first initialized.)"""
     try:
         tree = python_source.parse(_text(script), str(script))
     except (SyntaxError, ValueError, TypeError):
-        return False
+        return set()
+    names = set()
     for node in ast.walk(tree):
         keys: list = []
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _is_environ(node.value):
@@ -142,9 +152,8 @@ def sets_jax_settings(script: str) -> bool:
             elif method == "update" and _is_environ(owner):
                 keys = [ast.Constant(k.arg) for k in node.keywords if k.arg] + \
                        [key for arg in node.args if isinstance(arg, ast.Dict) for key in arg.keys]
-        if any(isinstance(key, ast.Constant) and str(key.value).startswith("JAX_") for key in keys):
-            return True
-    return False
+        names |= {str(key.value) for key in keys if isinstance(key, ast.Constant)}
+    return names
 
 
 def _is_environ(node: ast.AST) -> bool:

@@ -4,7 +4,8 @@ then as a kill from outside kwnb (seen on the corpus's keras-guide-multi-gpu-tf-
 for a stall, again every --stall-after seconds while the stall told names no culprit."""
 from __future__ import annotations
 
-from kwnb.engine.diagnoses.diagnose import findings, wants_stacks
+from kwnb.engine.diagnoses.diagnose import findings
+from kwnb.engine.diagnoses.stall import wants_stacks
 from kwnb.engine.diagnoses.diagnosis import Diagnosis, ProcessFacts, RunView
 from kwnb.engine.readers.tf_events import Frame, PythonTraceback
 from kwnb.engine.tasks.task import Signals

@@ -302,7 +302,7 @@ def test_the_rules_on_captured_logs(tmp_path):
 def test_a_stall_after_a_peer_exited_normally_is_uneven_steps(tmp_path):
     """Where TensorFlow's heartbeat does not end it, a task left waiting in a collective for a peer that exited 0
     is a hang: the stall is told as uneven_steps, on the task that finished."""
-    from kwnb.engine.diagnoses.diagnose import stalled
+    from kwnb.engine.diagnoses.stall import stalled
     from kwnb.engine.diagnoses.diagnosis import RunView
     from kwnb.engine.live.settings import DEFAULTS
 

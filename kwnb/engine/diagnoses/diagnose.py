@@ -36,7 +36,7 @@ from .jax_faults import jax_alone, jax_not_joined, jax_peer_lost
 from .diagnosis import Diagnosis, Look, ProcessFacts, RunView, signal_name
 from .oom import OomEvidence
 from .peers import peer_lost, waiting_for_peers
-from .stall import stall, uncaught, wants_stacks  # noqa: F401 (wants_stacks: the supervisor's)
+from .stall import stall, uncaught
 from .ray_faults import ray_memory_monitor, ray_node_lost
 from ...machine.sizes import format_size
 

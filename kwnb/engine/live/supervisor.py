@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from ...errors import KwnbError
-from ..diagnoses import diagnose, oom, saves
+from ..diagnoses import diagnose, oom, saves, stall
 from ..diagnoses import stacks as stack_dumps
 from ..diagnoses.diagnosis import RunView
 from . import policy
@@ -117,7 +117,7 @@ class Supervisor:
         and, when every live task is silent, their stacks (a signal each, and up to seconds of waiting)."""
         for task in view.tasks:
             self._memory.note(task)
-        stalled = diagnose.wants_stacks(view, now)
+        stalled = stall.wants_stacks(view, now)
         dumps = stack_dumps.capture([self.engine.workers[p] for p in stalled]) if stalled else {}
         self._stacks_at = now if stalled else self._stacks_at
         written = saves.written(view.saves, self.engine.cwd, self.engine.started_at) \

@@ -32,8 +32,10 @@ def test_keras3_tasks_training_alone_are_told_not_distributed_and_drawn(tmp_path
                            stall_after=120, name="keras3-mirrored")
 
     run = launch(1)
-    if run.wait(240) != [0, 0] and keras3_race(run):  # told as that crash (native_crash): once more, as its fix says
-        run = launch(2)
+    for attempt in (2, 3):  # told as that crash (native_crash): again, as its fix says (twice in a row, once, with
+        if run.wait(240) == [0, 0] or not keras3_race(run):  # four test files at a time on the 2 cores)
+            break
+        run = launch(attempt)
     assert run.wait(240) == [0, 0], run.summary()
     assert [d.kind for d in run.diagnoses] == ["not_distributed"], run.summary()
     said = run.diagnoses[0].message

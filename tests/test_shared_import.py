@@ -240,29 +240,33 @@ def test_a_kept_forker_serves_its_environment_only_and_ends_after_its_time(tmp_p
     monkeypatch.setattr(shared_import, "KEEP_SECONDS", 1.0)
     forker = _forker(tmp_path)
     shared_import.keep(forker)
-    imports = forker.imports
-    assert shared_import.take(forker.key, imports) is forker and shared_import.take(forker.key, imports) is None
+    none = frozenset()  # nothing the runs must import themselves
+    assert shared_import.take(forker.key, none) is forker and shared_import.take(forker.key, none) is None
     shared_import.keep(forker)  # (the caller's, then kept again)
-    assert shared_import.take("another environment", imports) is None
+    assert shared_import.take("another environment", none) is None
     assert forker.popen.wait(5) == 0  # ended: the runs have moved on
     later = _forker(tmp_path)
     shared_import.keep(later)
-    assert later.popen.wait(5) == 0 and shared_import.take(later.key, imports) is None  # its time is up
+    assert later.popen.wait(5) == 0 and shared_import.take(later.key, none) is None  # its time is up
 
 
 def test_a_kept_forker_serves_no_run_that_must_import_a_module_itself(tmp_path):
     """A run whose script sets KERAS_BACKEND must import keras itself: a forker that imported it for an earlier run
-    (Keras 3 on TensorFlow) cannot serve it; one that imported less can. (Two small modules stand in for them.)"""
+    (Keras 3 on TensorFlow) cannot serve it; it serves a run that does not import keras at all. (Two small modules
+    stand in for TensorFlow and keras.)"""
+    script = tmp_path / "main.py"
+    script.write_text("import os\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras\n")
+    assert warm_room.held_back(str(script), {"TF_USE_LEGACY_KERAS": "1"}) == {"keras"}
     env = {"PATH": os.environ["PATH"]}
-    more = shared_import.SharedImport(sys.executable, env, str(tmp_path), ("json", "csv"))
-    shared_import.keep(more)
-    assert shared_import.take(more.key, ("json",)) is None
-    assert more.popen.wait(5) == 0  # ended: it cannot serve that run
-    less = shared_import.SharedImport(sys.executable, env, str(tmp_path), ("json",))
-    shared_import.keep(less)
-    assert shared_import.take(less.key, ("json", "csv")) is less
-    less.close()
-    assert less.popen.wait(5) == 0
+    both = shared_import.SharedImport(sys.executable, env, str(tmp_path), ("json", "csv"))
+    shared_import.keep(both)
+    assert shared_import.take(both.key, frozenset({"csv"})) is None
+    assert both.popen.wait(5) == 0  # ended: it cannot serve that run
+    again = shared_import.SharedImport(sys.executable, env, str(tmp_path), ("json", "csv"))
+    shared_import.keep(again)
+    assert shared_import.take(again.key, frozenset()) is again  # a run that holds nothing back: csv unused, harmless
+    again.close()
+    assert again.popen.wait(5) == 0
 
 
 def test_only_a_task_run_by_the_interpreter_itself_is_served_by_a_process_started_ahead(tmp_path):

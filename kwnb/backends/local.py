@@ -144,7 +144,7 @@ class LocalLauncher(Launcher):
     _threads: tuple = ()  # the thread variables every task of the latest launch gets, as (name, value) pairs
     _shared: shared_import.SharedImport | None = None  # the forker of the latest launch's tasks (shared_import.py)
     _shared_imports: tuple = ()  # what it imports, () when the latest launch's tasks start cold
-    _warm_imports: tuple = ()  # what the latest launch's tasks may find imported (what warm interpreters for it import)
+    _held_back: frozenset = frozenset()  # what the latest launch's tasks must import themselves (warm_room.held_back)
 
     def __init__(self, network: str | None = None, warm: bool | None = None):
         self.network, self.said_by = network_choice.wanted(network)  # the environment sets a default
@@ -201,7 +201,7 @@ class LocalLauncher(Launcher):
             pool_memory = warm_pool.POOL.memory() if self.warm else 0
             warning = warm_room.fit_warning(launches[0].script, len(launches), pool_memory, limits)
             self._notes += (warning,) if warning else ()
-        self._warm_imports = warm_room.warm_imports(launches[0].script, launches[0].env) if launches else ()
+        self._held_back = warm_room.held_back(launches[0].script, launches[0].env) if launches else frozenset()
         self._shared_imports = shared_import.shareable(launches) if shared_import.enabled() else ()
         return super().start_all(launches)  # all or none; the run's finish() then releases the pool
 
@@ -210,7 +210,7 @@ class LocalLauncher(Launcher):
         launch.env.update(temp_variables(launch.env))  # the same folder every run: the key stays the same
         inside = self.chosen == "private"
         ahead = warm_pool.can_serve(launch)  # a process started ahead may stand in for the task's
-        popen = warm_pool.POOL.take(launch, self._warm_imports, self._namespace() if inside else None) \
+        popen = warm_pool.POOL.take(launch, self._held_back, self._namespace() if inside else None) \
             if self.warm and ahead else None
         warm = popen is not None
         if popen is None and self._shared_imports and ahead:
@@ -231,7 +231,7 @@ class LocalLauncher(Launcher):
             self._shared.close()  # another run's, in another environment: it ends once its own tasks have
             self._shared = None
         if self._shared is None:
-            self._shared = shared_import.take(key, self._shared_imports) or shared_import.SharedImport(
+            self._shared = shared_import.take(key, self._held_back) or shared_import.SharedImport(
                 launch.python, launch.env, launch.cwd, self._shared_imports)
         return self._shared
 

@@ -214,12 +214,12 @@ def keep(forker: SharedImport) -> None:
         before.close()
 
 
-def take(key: str, imports: tuple[str, ...]) -> SharedImport | None:
-    """The kept forker, if it can fork tasks with this key and imported nothing but `imports`, what the run's tasks
-    may find imported (keras, imported for an earlier run, would ignore the KERAS_BACKEND a script sets), then it is
-    the caller's until it keeps it again; a kept one that cannot ends (the runs have moved on)."""
+def take(key: str, held_back: frozenset[str]) -> SharedImport | None:
+    """The kept forker, if it can fork tasks with this key and imported none of `held_back`, what the run's tasks
+    must import themselves (warm_room.held_back: keras imported for an earlier run would ignore the KERAS_BACKEND a
+    script sets), then it is the caller's until it keeps it again; a kept one that cannot ends (the runs moved on)."""
     kept = _pop_kept()
-    if kept is not None and kept.alive and kept.key == key and set(kept.imports) <= set(imports):
+    if kept is not None and kept.alive and kept.key == key and not held_back & set(kept.imports):
         return kept
     if kept is not None:
         kept.close()

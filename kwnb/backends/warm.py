@@ -184,15 +184,14 @@ class Pool:
                 self._claimed = network
             return network
 
-    def take(self, launch: TaskLaunch, imports: tuple[str, ...],
+    def take(self, launch: TaskLaunch, held_back: frozenset[str],
              network: "netns.PrivateNetwork | None" = None) -> subprocess.Popen | None:
         """A warm interpreter now running this task, or None (start it cold): one in the task's network (this
-        machine's or the one the run adopted) that imported nothing but `imports` (no keras if the script picks its
-        backend)."""
+        machine's or the one the run adopted) that imported none of `held_back` (warm_room.held_back)."""
         wanted = key(launch.python, launch.env)
         with self._lock:
             match = next((w for w in self._idle if w.key == wanted and w.network is network
-                          and set(w.imports) <= set(imports) and w.popen.poll() is None), None)
+                          and not held_back & set(w.imports) and w.popen.poll() is None), None)
             if match is None:
                 return None
             self._idle.remove(match)

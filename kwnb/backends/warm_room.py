@@ -81,28 +81,39 @@ def warm_imports(script: str | None, env: dict | None = None) -> tuple[str, ...]
     """What a warm interpreter for `script` imports: WARM_IMPORTS (and keras, if the script uses it) for a
     script that imports TensorFlow, nothing for one that does not; under Keras on JAX (`env`'s KERAS_BACKEND),
     JAX_IMPORTS for a script that imports jax or keras, and TensorFlow only if it imports that too, but nothing
-    for one that sets JAX's settings in os.environ. Never keras for a script that sets KERAS_BACKEND itself (Keras
-    picks its backend when imported), nor TensorFlow unless `env` keeps it from importing Keras 3. No script yet (the first cell, not written): a TensorFlow one, as the
-    tutorials'."""
+    for one that sets JAX's settings in os.environ. Never what the script must import itself (held_back). No script
+    yet (the first cell, not written): a TensorFlow one, as the tutorials'."""
     if script is None:
         return WARM_IMPORTS
     found = script_imports(script)
     if found is None:  # unreadable or not Python: as the estimate below reads it
         found = {name for name in TENSORFLOW if re.search(rf"\b{name}\b", _text(script) or "tensorflow")}
-    sets = set_variables(script)
     if (env or {}).get("KERAS_BACKEND") == "jax" and found & set(JAX_IMPORTS):
-        if any(name.startswith("JAX_") for name in sets):  # jax reads them at import: the task's own must see them
+        if any(name.startswith("JAX_") for name in set_variables(script)):
             return ()
         imports = JAX_IMPORTS + (("tensorflow",) if "tensorflow" in found else ())
     elif not found & set(TENSORFLOW):
         return ()
     else:
         imports = WARM_IMPORTS + (("keras",) if "keras" in found else ())
-    if KERAS_BACKEND in sets:  # keras not imported before the script picks its backend; nor TensorFlow, which
-        # imports Keras 3 itself unless TF_USE_LEGACY_KERAS is on (kwnb's default for a TensorFlow run's tasks)
-        legacy = (env or {}).get("TF_USE_LEGACY_KERAS") in ("1", "true", "True")
-        imports = tuple(name for name in imports if name == "jax" or (legacy and name != "keras"))
-    return imports
+    held = held_back(script, env)
+    return tuple(name for name in imports if name not in held)
+
+
+def held_back(script: str | None, env: dict | None = None) -> frozenset[str]:
+    """The modules the script's tasks must import themselves, because their import reads a variable the script
+    sets in os.environ: jax (JAX_ENABLE_X64, JAX_PLATFORMS, ...) and Keras on it; Keras (KERAS_BACKEND); and then
+    TensorFlow too, which imports Keras 3 itself unless TF_USE_LEGACY_KERAS is on (kwnb's default for TensorFlow
+    runs). A warm interpreter or a kept forker that imported one of them cannot serve such a script's tasks."""
+    sets = set_variables(script) if script else set()
+    held = set()
+    if any(name.startswith("JAX_") for name in sets):  # jax reads them at import: the task's own must see them
+        held |= {"jax", "keras"}
+    if KERAS_BACKEND in sets:
+        held.add("keras")
+    if "keras" in held and (env or {}).get("TF_USE_LEGACY_KERAS") not in ("1", "true", "True"):
+        held |= {"tensorflow", "tf_keras"}
+    return frozenset(held)
 
 
 def script_imports(script: str) -> set[str] | None:

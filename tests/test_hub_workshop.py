@@ -140,7 +140,7 @@ def wait_for_ports(learner, timeout: float = 240) -> tuple[int | None, set[int],
     found: tuple[int | None, set[int], dict[int, str]] = (None, set(), {})
     while time.monotonic() < deadline:
         tasks = task_processes(learner)
-        networks = {task.pid: network_of(task.pid) for task in tasks}
+        networks = {task.pid: net for task in tasks if (net := network_of(task.pid))}  # (not one that just ended)
         if len(tasks) >= 2:
             ports = set().union(*(listening_ports(f"/proc/{t.pid}/net", learner.uid) for t in tasks))
             found = (tasks[0].pid, ports, {pid: "host" if net == host else net for pid, net in networks.items()})

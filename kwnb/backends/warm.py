@@ -7,8 +7,7 @@ per worker here. A script that imports no TensorFlow gets interpreters that impo
 Rules that keep it correct and cheap:
 - A warm interpreter serves a task only if it was started with the same Python and the same
   environment, apart from what may differ (`key`: machine/task_env.py's `keyed`: what differs per task, and what
-  no import reads): variables such
-  as TF_CPP_MIN_LOG_LEVEL or TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device
+  no import reads): TF_CPP_MIN_LOG_LEVEL or TF_ENABLE_ONEDNN_OPTS are read at import, CUDA_VISIBLE_DEVICES at device
   set-up. Otherwise the task starts cold, and the next refill builds the pool for the new key.
 - Used once (TensorFlow keeps state); refilled only when no run of this process is active, and
   only when other work leaves the CPUs quiet (an import must not compete with anyone's training),
@@ -184,8 +183,7 @@ class Pool:
                 self._claimed = network
             return network
 
-    def take(self, launch: TaskLaunch, held_back: frozenset[str],
-             network: "netns.PrivateNetwork | None" = None) -> subprocess.Popen | None:
+    def take(self, launch: TaskLaunch, held_back: frozenset, network=None) -> subprocess.Popen | None:
         """A warm interpreter now running this task, or None (start it cold): one in the task's network (this
         machine's or the one the run adopted) that imported none of `held_back` (warm_room.held_back)."""
         wanted = key(launch.python, launch.env)

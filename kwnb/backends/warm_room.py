@@ -31,6 +31,8 @@ import psutil
 from .. import python_source
 from ..machine.limits import Limits, cgroup_of, read_limits
 from ..machine.sizes import format_size
+from ..machine.task_env import legacy_keras
+from ..task.jax_task import BACKEND_ENV
 
 # What a TensorFlow task takes once it trains: peak RSS 729 MB for each task of a small tf-keras
 # MultiWorkerMirroredStrategy fit here (tests/scripts/warm_probe.py, benchmarks/workloads/train.py,
@@ -47,7 +49,6 @@ WARM_IMPORTS = ("tensorflow", "tf_keras")  # what a TensorFlow script's warm int
 # only where the script imports it too (tf.data); importing them leaves JAX's backend uninitialised, so that
 # keras.distribution.initialize() still works in the task.
 JAX_IMPORTS = ("jax", "keras")
-KERAS_BACKEND = "KERAS_BACKEND"  # read by `import keras`: a script that sets it gets no keras imported before it runs
 MAX_SCANNED = 50  # local modules read, at most, to find what a script imports (a few ms each)
 BUSY_SHARE = 0.5  # other work above this share of the CPUs: no refill now
 QUIET_WINDOW = 1.0  # seconds over which CPU use is measured
@@ -88,15 +89,15 @@ def warm_imports(script: str | None, env: dict | None = None) -> tuple[str, ...]
     found = script_imports(script)
     if found is None:  # unreadable or not Python: as the estimate below reads it
         found = {name for name in TENSORFLOW if re.search(rf"\b{name}\b", _text(script) or "tensorflow")}
-    if (env or {}).get("KERAS_BACKEND") == "jax" and found & set(JAX_IMPORTS):
-        if any(name.startswith("JAX_") for name in set_variables(script)):
+    held = held_back(script, env)
+    if (env or {}).get(BACKEND_ENV) == "jax" and found & set(JAX_IMPORTS):
+        if "jax" in held:  # a JAX_ setting the script makes: nothing, TensorFlow included (as before held_back)
             return ()
         imports = JAX_IMPORTS + (("tensorflow",) if "tensorflow" in found else ())
     elif not found & set(TENSORFLOW):
         return ()
     else:
         imports = WARM_IMPORTS + (("keras",) if "keras" in found else ())
-    held = held_back(script, env)
     return tuple(name for name in imports if name not in held)
 
 
@@ -109,9 +110,9 @@ def held_back(script: str | None, env: dict | None = None) -> frozenset[str]:
     held = set()
     if any(name.startswith("JAX_") for name in sets):  # jax reads them at import: the task's own must see them
         held |= {"jax", "keras"}
-    if KERAS_BACKEND in sets:
+    if BACKEND_ENV in sets:  # read by `import keras`
         held.add("keras")
-    if "keras" in held and (env or {}).get("TF_USE_LEGACY_KERAS") not in ("1", "true", "True"):
+    if "keras" in held and not legacy_keras(env or {}):
         held |= {"tensorflow", "tf_keras"}
     return frozenset(held)
 

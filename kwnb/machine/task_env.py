@@ -101,8 +101,17 @@ def _tf_config(facts: TaskFacts, env) -> str | None:
     return json.dumps(facts.config) if facts.config else None
 
 
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # tf.keras is tf-keras only where it is one of TensorFlow's true words
+LEGACY_TRUE = ("1", "true", "True")
+
+
+def legacy_keras(env) -> bool:
+    """Whether TensorFlow here takes tf.keras from tf-keras (and `import tensorflow` loads no Keras 3)."""
+    return env.get(LEGACY_KERAS) in LEGACY_TRUE
+
+
 TENSORFLOW = Framework("tensorflow", (
-    Variable("TF_USE_LEGACY_KERAS", Step.DEFAULT, _always("1"),
+    Variable(LEGACY_KERAS, Step.DEFAULT, _always("1"),
              "Keras 3 cannot run MultiWorkerMirroredStrategy; tf-keras can", set_by="kwnb, for every task and pod",
              in_pods=True),  # read at `import tensorflow` (which package `from tensorflow.keras import ...` loads)
     # jax's __init__ sets TF_CPP_MIN_LOG_LEVEL=1 in os.environ (setdefault), and TensorFlow 2.21 imports jax where

@@ -39,6 +39,7 @@ from .peers import peer_lost, waiting_for_peers
 from .stall import stall, uncaught
 from .ray_faults import ray_memory_monitor, ray_node_lost
 from ...machine.sizes import format_size
+from ...machine.task_env import LEGACY_KERAS, legacy_keras
 
 # Collective failures a task raises because a peer is gone: consequences, not causes.
 CONSEQUENCES = training.CONSEQUENCES
@@ -197,10 +198,6 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
                      cause=cause, ended={task.position: f"failed with {traceback.short_type}"})
 
 
-LEGACY_KERAS = "TF_USE_LEGACY_KERAS"  # tf.keras is tf-keras only where it is one of TensorFlow's true words
-LEGACY_TRUE = ("1", "true", "True")
-
-
 def keras3(task: TaskView, look: Look) -> Diagnosis | None:
     """Keras 3 under MultiWorkerMirroredStrategy: from `import keras`, or from the run's --env that made
     tf.keras Keras 3 too, whatever the script imports (then the variable is the cause)."""
@@ -208,7 +205,7 @@ def keras3(task: TaskView, look: Look) -> Diagnosis | None:
     if task.signals.keras3 is None:
         return None
     said = f"{task.id} ran Keras 3, which cannot train under MultiWorkerMirroredStrategy (keras-team/keras#20585)"
-    if LEGACY_KERAS in env and env[LEGACY_KERAS] not in LEGACY_TRUE:
+    if LEGACY_KERAS in env and not legacy_keras(env):
         fix = (f"the run's --env {LEGACY_KERAS}={env[LEGACY_KERAS]} made tf.keras Keras 3: leave that variable out "
                f"(kwnb sets {LEGACY_KERAS}=1, which makes tf.keras tf-keras)")
     else:

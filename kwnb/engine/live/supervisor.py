@@ -119,7 +119,8 @@ class Supervisor:
             self._memory.note(task)
         stalled = stall.wants_stacks(view, now)
         dumps = stack_dumps.capture([self.engine.workers[p] for p in stalled]) if stalled else {}
-        self._stacks_at = now if stalled else self._stacks_at
+        if stalled:
+            self._stacks_at = now
         written = saves.written(view.saves, self.engine.cwd, self.engine.started_at) \
             if not any(task.alive for task in view.tasks) else {}
         return diagnose.ProcessFacts(stacks=dumps, oom=self._memory.killed(list(view.tasks)), written=written)

@@ -32,9 +32,11 @@ def replayed(tmp_path_factory):
         run.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """The session's 3-node Ray cluster (tests/ray_support.py), stopped by pid at the end; or a skip saying why."""
+    """The 3-node Ray cluster (tests/ray_support.py) of the one module that uses it, tests/test_ray.py, stopped by pid
+    when that module ends, not the session: idle, its daemons took about 1.3 CPU-s every 30 s (docs/testing.md),
+    some 40 CPU-s over the rest of a `make test` worker's files; or a skip saying why."""
     import subprocess
 
     import ray_support

@@ -1,5 +1,5 @@
-"""The test suite's Ray cluster: 3 nodes on this machine, each its own network host, started once per pytest
-session (the `ray_cluster` fixture, conftest.py) and stopped by pid.
+"""The test suite's Ray cluster: 3 nodes on this machine, each its own network host, started once for
+tests/test_ray.py (the module-scoped `ray_cluster` fixture, conftest.py) and stopped by pid.
 
 The nodes are hosts of tests/slurm_netns.py's kind: the head in this machine's own namespace, on the address
 the test network gives it on its private bridge (the test's driver, this process, must share a node with a

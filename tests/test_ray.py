@@ -259,7 +259,7 @@ def test_the_kernel_ending_leaves_nothing_running(cluster, tmp_path):
 
 
 def test_a_node_removed_mid_run_is_named_with_its_tasks_and_nothing_is_left(cluster, tmp_path):
-    """Last in this file: the session's cluster has one node fewer after it. Worker 1's node goes as a failed
+    """Last in this file: the module's cluster has one node fewer after it. Worker 1's node goes as a failed
     machine does (SIGKILL to everything of that node); the diagnosis names the node and the task it held; a
     restart of that task alone, within the failure's grace, is refused at once (it could only come back at an
     address its peer does not know); and the run's end leaves no task process on the node that is left."""

@@ -25,19 +25,32 @@ def test_the_table_sums_the_workers_files_largest_cpu_first(tmp_path):
     assert lines[3:] == ["| tests/b.py | 12 | 1 | 21 | 22 | 1 |", "| tests/a.py | 10 | 1 | 2 | 3 | 9 |"]
 
 
+SPIN = """import pathlib, sys, time
+end = time.process_time() + 1.5
+while time.process_time() < end:
+    pass
+pathlib.Path(sys.argv[1]).write_text("spun")
+"""
+# A child that starts a grandchild spinning for 1.5 CPU-s and exits at once: the grandchild is nobody's to reap. The
+# test waits for its end (a fixed 3 s was too short once, under a load that gave it 0.6 CPU-s in them).
 SPIN_ORPHAN = """
-import subprocess, sys
+import pathlib, subprocess, sys, time
+HERE = pathlib.Path(__file__).parent
 def test_leaves_a_busy_grandchild():
-    # a child that starts a grandchild spinning for 1.5 s and exits at once: the grandchild is nobody's to reap
-    subprocess.run([sys.executable, "-c", "import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
-                    "'import time\\\\nend = time.process_time() + 1.5\\\\nwhile time.process_time() < end: pass'])"])
-    import time; time.sleep(3)
+    subprocess.run([sys.executable, "-c", "import subprocess, sys; subprocess.Popen(sys.argv[1:])",
+                    sys.executable, str(HERE / "spin.py"), str(HERE / "spun")])
+    end = time.time() + 120
+    while not (HERE / "spun").exists() and time.time() < end:
+        time.sleep(0.1)
+    time.sleep(0.3)  # its exit
+    assert (HERE / "spun").exists()
 """
 
 
 @pytest.mark.skipif(not os.access(CPUACCT, os.W_OK), reason=f"no writable {CPUACCT} (cgroup v1, root): no group column")
 def test_what_no_test_process_reaps_is_counted_in_the_group_column(tmp_path):
     (tmp_path / "test_orphan.py").write_text(SPIN_ORPHAN)
+    (tmp_path / "spin.py").write_text(SPIN)
     stale = CPUACCT / f"kwnb-suite-gw9-{os.getpid()}"  # as an earlier run leaves one whose orphans outlived it
     stale.mkdir()
     env = {name: value for name, value in os.environ.items() if name != "PYTEST_XDIST_WORKER"}  # not this worker's
@@ -47,8 +60,8 @@ def test_what_no_test_process_reaps_is_counted_in_the_group_column(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert not stale.exists()
     [(name, (wall, own, children, group))] = json.loads((tmp_path / "cpu" / "cpu-main.json").read_text()).items()
-    assert name.endswith("test_orphan.py") and wall >= 3
+    assert name.endswith("test_orphan.py") and wall >= 1.5
     assert group - own - children > 1.2, (own, children, group)  # the grandchild's 1.5 s, in the group column only
     [(test, (test_wall, test_group))] = json.loads((tmp_path / "cpu" / "tests-main.json").read_text()).items()
-    assert test.endswith("::test_leaves_a_busy_grandchild") and test_wall >= 3
+    assert test.endswith("::test_leaves_a_busy_grandchild") and test_wall >= 1.5
     assert test_group == pytest.approx(group, abs=0.01)

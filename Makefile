@@ -134,8 +134,8 @@ demo: setup
 
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
-# What they need first is installed side by side (apt and pip wait on the network as much as on the CPUs; output
-# kept per target), then the proxy, which needs system-deps' npm; the other venvs beside the tests (below).
+# What they need is installed four at a time (apt and the venvs wait on the network, not the CPUs; output kept
+# per target), then the proxy, which needs system-deps' npm.
 # Three pytest-xdist workers, a file each at a time (the longest first: conftest.py). Much of the suite waits on
 # processes it started (a browser, a hub, a cluster's daemons, pip on the network); with two workers the cores idled
 # in those waits, with three they stay busy (pytest 1077-1269 s against 1389; docs/testing.md, "Three files at a
@@ -143,23 +143,11 @@ demo: setup
 # crowding then cost more CPU than the waits left. PARALLEL=0 runs one at a time.
 PARALLEL ?= 3
 XDIST = $(if $(filter 0,$(PARALLEL)),,-n $(PARALLEL) --dist loadfile --no-loadscope-reorder)
-PYTEST := $(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
-# The venvs only some tests use (Colab's runtime, the other Pythons) are built while the tests run: pytest starts
-# once the main venv and system-deps are there. Built before the tests, all five venvs at once took 155 s of 2 cores
-# (283 CPU-s, the main venv last); beside them, pip fills the cores the tests leave idle while they wait on processes
-# they started (docs/testing.md, "The other venvs beside the tests"). Their build's pid is in $(BUILDING) while it
-# runs, its output in $(BUILDING).log, shown after the tests; a test marked `other_venvs` waits for it to end, outside
-# its timeout (conftest.py), then runs or skips saying why.
-ALONGSIDE := colab-env colab-widgets8-env pythons
-BUILDING := .kwnb-building
+PREPARED := system-deps $(SETUP_STAMP) colab-env colab-widgets8-env pythons
 test:
-	@$(MAKE) --no-print-directory -j4 -O system-deps $(SETUP_STAMP)
+	@$(MAKE) --no-print-directory -j4 -O $(PREPARED)
 	@$(MAKE) --no-print-directory setup
-	@echo "building beside the tests: $(ALONGSIDE) (output in $(BUILDING).log)"; \
-	{ $(MAKE) --no-print-directory -j3 -O $(ALONGSIDE) > $(BUILDING).log 2>&1; rm -f $(BUILDING); } & \
-	echo $$! > $(BUILDING); \
-	echo "$(PYTEST)"; $(PYTEST); status=$$?; \
-	wait; rm -f $(BUILDING); cat $(BUILDING).log; exit $$status
+	$(PY) -m pytest -ra --durations=40 $(XDIST) tests notebooks --nbval-lax
 
 # The tests not marked slow, without system-deps (a quick loop should not wait for apt).
 test-fast: setup

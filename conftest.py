@@ -33,7 +33,6 @@ def _load(name: str):
 for _needed in ("slurm_netns", "slurm_cluster", "slurm_start"):  # what slurm_support imports, in order
     _load(_needed)
 slurm_support = _load("slurm_support")
-interpreter_support = _load("interpreter_support")
 NOTEBOOK_MENTIONS_SLURM = re.compile(r"slurm|sbatch|srun|sinfo|squeue", re.I)
 
 
@@ -77,12 +76,11 @@ LONGEST_FIRST = (
     "tests/test_ray.py",  # 209: the 3-node cluster's start, then 2-worker jobs across its nodes
     "notebooks/06_break_it.ipynb",  # 77: one real run per mistake
     "tests/test_corpus.py",  # 427: every entry a real run, one at a time
+    "tests/test_colab_env.py",  # 201: Python 3.13's core tests, notebooks in Colab's kernel
     "tests/test_jax.py",  # 198
     "tests/test_jupyterlab_ui.py",  # 135: a browser session per kernel, ipykernel 7 and 6.17
     "tests/test_diagnose.py",  # 117
     "tests/test_warm.py",  # 117
-    # Not before: its venv is built beside the tests (Makefile), 2-5 minutes into them.
-    "tests/test_colab_env.py",  # 201: Python 3.13's core tests, notebooks in Colab's kernel
     "tests/test_hub_workshop.py",  # 90
     "tests/test_benchmarks_smoke.py",  # 73
     "tests/test_slurm.py",  # 65
@@ -114,17 +112,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
     first_seen = {name: position for position, name in reversed(list(enumerate(files.values())))}
     items.sort(key=lambda item: (rank.get(files[item], len(rank)), first_seen[files[item]]))
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's wrapper: the wait is not the test's time
-def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    """A test that runs in one of the venvs `make test` builds beside the tests (marked `other_venvs`) starts once
-    that build has ended."""
-    if item.get_closest_marker("other_venvs"):
-        waited = interpreter_support.wait_for_the_other_venvs()
-        if waited >= 1:
-            item.user_properties.append(("waited for the other venvs (s)", round(waited)))
-    yield
 
 
 _kernel_conf: list[str | None] = []  # SLURM_CONF as it was before a notebook item's setup changed it

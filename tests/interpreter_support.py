@@ -6,10 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
-
-import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,34 +28,6 @@ print(len(names), kwnb.__file__)
 UNIT_TESTS = ["tests/test_settings.py", "tests/test_backends.py", "tests/test_task_env.py", "tests/test_cluster.py",
               "tests/test_gpus.py", "tests/test_limits.py", "tests/test_sizes.py", "tests/test_terminal.py",
               "tests/test_line_path.py", "tests/test_tf_messages.py", "tests/test_metrics.py"]
-
-
-# The Makefile's: while `make test` builds the other venvs beside the tests, the pid of that build; gone once it ends.
-BUILDING = ROOT / ".kwnb-building"
-BUILD_WAIT = 3600.0  # s at most: all three built at once in 140 s of 2 idle cores, pip's own timeout is 180 s a try
-
-
-def wait_for_the_other_venvs(building: Path = BUILDING) -> float:
-    """Wait until no build of the other venvs runs (`make test` runs one beside the tests; without it, at once), so
-    that a test finds each venv built, or skips saying why it is not; the seconds waited."""
-    started = time.monotonic()
-    while building.exists() and time.monotonic() - started < BUILD_WAIT:
-        try:
-            pid = int(building.read_text().strip() or 0)
-        except (OSError, ValueError):  # being written, or just removed
-            pid = None
-        if pid is not None and not _running(pid):  # a build killed before it could remove the file
-            break
-        time.sleep(1.0)
-    return time.monotonic() - started
-
-
-def _running(pid: int) -> bool:
-    """Whether the process runs (a zombie does not: its parent, make's shell, reaps it only after pytest)."""
-    try:
-        return pid > 0 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def python_of(version: str) -> Path | None:

@@ -19,7 +19,6 @@ from nbformat.v4 import new_code_cell
 from colab_support import ROOT, colab_python, held_versions, kernel_of, normalised, run_in
 from interpreter_support import IMPORT_ALL, UNIT_TESTS, checkout_env
 
-pytestmark = pytest.mark.other_venvs  # every test here uses .venv-colab
 NOTEBOOKS = ROOT / "notebooks"
 CELL_TIMEOUT = 600  # s: notebook 01 trains a baseline in the kernel, then two 2-worker runs, on 2 loaded cores
 # The core tests on Colab's Python 3.13, TensorFlow 2.20, IPython 7.34 and ipywidgets 7.7.1: the unit tests every

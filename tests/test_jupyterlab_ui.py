@@ -61,7 +61,7 @@ def with_ipykernel6() -> Frontend:
 KERNELS = {"ipykernel7": ("7.", "8.", ""), "ipykernel6.17": ("6.17.", "8.", "7.34.")}
 
 
-@pytest.fixture(scope="module", params=["ipykernel7", pytest.param("ipykernel6.17", marks=pytest.mark.other_venvs)])
+@pytest.fixture(scope="module", params=list(KERNELS))
 def ui(request, tmp_path_factory):
     frontend = JUPYTERLAB if request.param == "ipykernel7" else with_ipykernel6()
     return {**record_session(frontend, tmp_path_factory.mktemp("lab")), "kernel": request.param}

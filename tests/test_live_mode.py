@@ -19,9 +19,7 @@ import pytest
 
 from colab_support import ROOT, colab_python, kernel_of
 
-IN_COLAB_VENV = pytest.mark.other_venvs  # .venv-colab, which `make test` builds beside the tests
-PYTHONS = pytest.mark.parametrize(
-    "python", [lambda: Path(sys.executable), pytest.param(colab_python, marks=IN_COLAB_VENV)], ids=["main", "colab"])
+PYTHONS = pytest.mark.parametrize("python", [lambda: Path(sys.executable), colab_python], ids=["main", "colab"])
 TIMEOUT = 120  # s: a kernel's start and a 2-task run of a script without TensorFlow, on 2 loaded cores
 
 RECORD_SENDS = """

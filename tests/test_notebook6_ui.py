@@ -27,7 +27,6 @@ from ui_support.notebook6 import REPO, notebook6
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.other_venvs,  # its server and kernel are .venv-colab's
     pytest.mark.timeout(300),
     pytest.mark.skipif(not Path(CHROMIUM).exists(),
                        reason=f"no {CHROMIUM}: the browser test needs Debian's chromium (apt-get install chromium)"),

@@ -33,7 +33,7 @@ def test_the_package_names_the_pythons_tested():
     assert re.findall(r'^requires-python = "(.*)"$', text, re.M) == [">=3.10"]
 
 
-@pytest.fixture(params=[pytest.param(version, marks=pytest.mark.other_venvs) for version in VERSIONS])
+@pytest.fixture(params=VERSIONS)
 def python(request) -> Path:
     """The venv's interpreter for that Python; skips the test, saying why, where there is none."""
     version = request.param
@@ -119,25 +119,3 @@ def test_the_unit_tests_that_need_no_tensorflow_pass(python):
                     cwd=ROOT, env=checkout_env(), timeout=600)
     assert tested.returncode == 0, tested.stdout[-5000:] + tested.stderr[-3000:]
     assert re.search(r"\b\d+ passed\b", tested.stdout.splitlines()[-1]), tested.stdout[-3000:]
-
-
-def test_a_test_in_another_venv_waits_for_that_venvs_build_and_no_longer(tmp_path):
-    """The wait conftest.py makes before a test marked `other_venvs`: while the build `make test` runs beside the
-    tests lives (its pid in the file), until it ends; at once with no build, or one killed before it removed the file
-    (a dead pid, or a zombie its shell has not reaped yet)."""
-    import subprocess
-    import threading
-
-    from interpreter_support import wait_for_the_other_venvs
-
-    building = tmp_path / ".kwnb-building"
-    assert wait_for_the_other_venvs(building) < 1
-    build = subprocess.Popen(["sleep", "30"])
-    building.write_text(f"{build.pid}\n")
-    threading.Timer(3, building.unlink).start()  # the build ends: the Makefile's shell removes the file
-    assert 2.5 < wait_for_the_other_venvs(building) < 10
-    building.write_text(f"{build.pid}\n")
-    threading.Timer(3, build.kill).start()  # killed: the file stays, its pid a zombie until reaped
-    assert 2.5 < wait_for_the_other_venvs(building) < 10
-    build.wait()
-    assert wait_for_the_other_venvs(building) < 1  # reaped: no such process

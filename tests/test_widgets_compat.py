@@ -21,16 +21,12 @@ def last_json(result) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-IN_COLAB_VENV = pytest.mark.other_venvs  # .venv-colab, which `make test` builds beside the tests
-
-
 def main_python() -> Path:
     return Path(sys.executable)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("python, major", [(main_python, "8"), pytest.param(colab_python, "7", marks=IN_COLAB_VENV)],
-                         ids=["ipywidgets8", "ipywidgets7"])
+@pytest.mark.parametrize("python, major", [(main_python, "8"), (colab_python, "7")], ids=["ipywidgets8", "ipywidgets7"])
 def test_the_dashboard_is_built_titled_and_displayed(python, major, tmp_path):
     shown = last_json(run_in(python(), str(SCRIPTS / "dashboard_shown.py"), str(tmp_path), cwd=tmp_path,
                              env={**os.environ, "PYTHONPATH": str(ROOT)}))
@@ -47,8 +43,7 @@ def test_the_dashboard_is_built_titled_and_displayed(python, major, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("python", [main_python, pytest.param(colab_python, marks=IN_COLAB_VENV)],
-                         ids=["ipywidgets8", "ipywidgets7"])
+@pytest.mark.parametrize("python", [main_python, colab_python], ids=["ipywidgets8", "ipywidgets7"])
 def test_a_dashboard_that_cannot_be_built_leaves_no_task_running(python, tmp_path):
     report = last_json(run_in(python(), str(SCRIPTS / "dashboard_broken.py"), str(tmp_path), cwd=tmp_path,
                               env={**os.environ, "PYTHONPATH": str(ROOT), "KWNB_WARM": "0"}))

@@ -4,12 +4,21 @@ then as a kill from outside kwnb (seen on the corpus's keras-guide-multi-gpu-tf-
 for a stall, again every --stall-after seconds while the stall told names no culprit."""
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from kwnb.backends.base import BOOTSTRAP
 from kwnb.engine.diagnoses.diagnose import findings
 from kwnb.engine.diagnoses.stall import wants_stacks
 from kwnb.engine.diagnoses.diagnosis import Diagnosis, ProcessFacts, RunView
 from kwnb.engine.readers.tf_events import Frame, PythonTraceback
 from kwnb.engine.tasks.task import Signals
 from kwnb.engine.tasks.view import TaskView
+from kwnb.task.runfolder import POSITION_ENV, RUN_DIR_ENV, STACKS_SIGNAL_NAME
 from kwnb.task.tf_config import TaskId
 
 
@@ -69,3 +78,26 @@ def test_a_stall_with_no_culprit_is_looked_at_again_after_stall_after_seconds():
     assert [(d.kind, d.task) for d in again] == [("stalled", 1)], again
     assert again[0].message.startswith("worker 1 in main.py line 5, in on_batch_end: it is blocked in its own code")
     assert [d.task for d in findings(view, 108.5) if d.kind == "stalled"] == [None]  # no new stacks: as it was told
+
+
+def test_a_task_asked_for_its_stacks_while_it_exits_ends_with_its_own_code(tmp_path):
+    """Python's shutdown removes faulthandler's handler for the stacks signal, which left the signal's default action:
+    a chief asked for its stacks while it waited in TensorFlow's shutdown ended -12 (tests/test_warm_cgroup.py's
+    re-run under one CPU). Each task here is sent the signal every 0.2 ms from its last line, through its last
+    50 ms and its exit, until it is gone: before
+    the bootstrap ignored the signal at exit, 40 tasks of 40 ended -12."""
+    script = tmp_path / "main.py"
+    script.write_text("import time\nprint('last line', flush=True)\ntime.sleep(0.05)\n")
+    env = {**os.environ, RUN_DIR_ENV: str(tmp_path), POSITION_ENV: "0"}
+    codes = []
+    for _ in range(10):
+        task = subprocess.Popen([sys.executable, BOOTSTRAP, str(script)], env=env, stdout=subprocess.PIPE)
+        assert task.stdout.readline() == b"last line\n"  # the handler is in place from before the script's first line
+        while task.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(task.pid, getattr(signal, STACKS_SIGNAL_NAME))
+            time.sleep(0.0002)
+        codes.append(task.wait())
+    assert codes == [0] * 10
+    # the signals that came before the end were answered
+    assert "most recent call first" in (tmp_path / "stacks-0.txt").read_text()

@@ -130,3 +130,11 @@ def test_the_console_script_runs_from_the_installed_wheel(build, names, tmp_path
     result = subprocess.run([str(target / "bin" / "kwnb"), "--help"], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.startswith("usage: kwnb"), result.stdout + result.stderr
+
+
+def test_the_suites_jsonschema_imports_no_earley_parser():
+    """The test extra's `jsonschema[format]` brings rfc3987, so jsonschema skips rfc3987-syntax, whose import builds
+    an Earley parser (2.4 CPU-s) in every Ray worker and daemon, Jupyter server and nbformat user the suite starts."""
+    imported = subprocess.run([sys.executable, "-c", "import sys, jsonschema; print('rfc3987_syntax' in sys.modules)"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert imported == "False"

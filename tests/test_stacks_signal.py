@@ -81,18 +81,21 @@ def test_a_stall_with_no_culprit_is_looked_at_again_after_stall_after_seconds():
 
 
 def test_a_task_asked_for_its_stacks_while_it_exits_ends_with_its_own_code(tmp_path):
-    """Python's shutdown removes faulthandler's handler for the stacks signal, which left the signal's default action:
-    a chief asked for its stacks while it waited in TensorFlow's shutdown ended -12 (tests/test_warm_cgroup.py's
-    re-run under one CPU). Each task here is sent the signal every 0.2 ms from its last line, through its last
-    50 ms and its exit, until it is gone: before
-    the bootstrap ignored the signal at exit, 40 tasks of 40 ended -12."""
+    """Python's shutdown removes faulthandler's handler for the stacks signal and puts back what it replaced: the
+    default action, to end the process, until the bootstrap made that "ignored". A chief asked for its stacks while it
+    waited in TensorFlow's shutdown ended -12 (tests/test_warm_cgroup.py's re-run under one CPU). Each task here is
+    sent the signal every 0.2 ms from its last line, through its last 50 ms and its exit, until it is gone: before
+    the change, 40 tasks of 40 ended -12. A child the task starts still gets the signal's default action (0)."""
     script = tmp_path / "main.py"
-    script.write_text("import time\nprint('last line', flush=True)\ntime.sleep(0.05)\n")
+    script.write_text("import subprocess, sys, time\n"
+                      "child = subprocess.run([sys.executable, '-c', 'import signal; "
+                      f"print(int(signal.getsignal(signal.{STACKS_SIGNAL_NAME})))'], capture_output=True, text=True)\n"
+                      "print('last line', child.stdout.strip(), flush=True)\ntime.sleep(0.05)\n")
     env = {**os.environ, RUN_DIR_ENV: str(tmp_path), POSITION_ENV: "0"}
     codes = []
     for _ in range(10):
         task = subprocess.Popen([sys.executable, BOOTSTRAP, str(script)], env=env, stdout=subprocess.PIPE)
-        assert task.stdout.readline() == b"last line\n"  # the handler is in place from before the script's first line
+        assert task.stdout.readline() == b"last line 0\n"  # the handler is in place from before the script's first line
         while task.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(task.pid, getattr(signal, STACKS_SIGNAL_NAME))

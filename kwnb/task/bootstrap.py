@@ -63,7 +63,11 @@ def run(script: str) -> None:
     """
     from kwnb.task.runfolder import SLURM_TASKS_ENV
 
-    atexit.register(_last_at_exit)  # registered first, so it runs last
+    # Registered first, so it runs last, after the script's own exit handlers and TensorFlow's: the collection
+    # Python makes as it shuts down then skips every object alive by then. It walked TensorFlow's import to free
+    # what the process was about to give back anyway: 1.2-1.6 of the 5-7 CPU-s a bare `import tensorflow, tf_keras`
+    # process took here. (Python does not promise to finalize objects still alive at exit.)
+    atexit.register(gc.freeze)
     slurm = None
     if SLURM_TASKS_ENV in os.environ:
         from kwnb.task import slurm_env as slurm
@@ -92,29 +96,6 @@ def run(script: str) -> None:
         raise
     finally:
         slurm.record_exit(exit_code)
-
-
-def _last_at_exit() -> None:
-    """After the script's own exit handlers and TensorFlow's.
-
-    The stacks signal is ignored from here on: Python's shutdown removes faulthandler's handler for it, which
-    left the signal's default action, to end the process. A task asked for its stacks while it exited (a chief
-    waiting in TensorFlow's shutdown for a peer already gone) then ended -12 instead of with its own code.
-
-    The collection Python makes as it shuts down skips every object alive by now: it walked TensorFlow's import
-    to free what the process was about to give back anyway, 1.2-1.6 of the 5-7 CPU-s a bare `import tensorflow,
-    tf_keras` process took here. (Python does not promise to finalize objects still alive at exit.)
-    """
-    from kwnb.task.runfolder import STACKS_SIGNAL_NAME
-
-    stacks_signal = getattr(signal, STACKS_SIGNAL_NAME)
-    # Held back in this thread meanwhile: a signal that came while the handler was writing, pending, would be
-    # delivered the instant unregistering put the default back (unheld, 18 tasks of 40 signalled every 0.2 ms died).
-    signal.pthread_sigmask(signal.SIG_BLOCK, {stacks_signal})
-    faulthandler.unregister(stacks_signal)  # first: unregistering puts back the handler it replaced
-    signal.signal(stacks_signal, signal.SIG_IGN)  # and one still pending is dropped
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {stacks_signal})
-    gc.freeze()
 
 
 def _traceback_from_the_script(kind, value, tb) -> None:
@@ -146,7 +127,13 @@ def _instrument() -> None:
         stacks = open(folder.stacks(position), "a")
     except OSError:
         return
-    faulthandler.register(getattr(signal, STACKS_SIGNAL_NAME), file=stacks, all_threads=True)
+    stacks_signal = getattr(signal, STACKS_SIGNAL_NAME)
+    # Ignored, not its default action (to end the process), is what faulthandler puts back when Python's shutdown
+    # removes its handler: a task asked for its stacks as it exited (a chief waiting in TensorFlow's shutdown for a
+    # peer already gone) ended -12 instead of with its own code. Children the script starts do not inherit it: a
+    # handled signal is reset to its default on exec.
+    signal.signal(stacks_signal, signal.SIG_IGN)
+    faulthandler.register(stacks_signal, file=stacks, all_threads=True)
     given = os.environ.get("TF_CONFIG")
 
     def watch_tf_config(event, args):

@@ -1,5 +1,6 @@
 """Mistake: unscaled inputs (x1000) and a huge learning rate: the loss becomes NaN. Seeded, the same numbers
-every run: unseeded, it once got no verdict in a loaded suite, its logs not kept to say whether the loss stayed finite."""
+every run: unseeded, it once got no verdict in a loaded suite (its logs, not kept, cannot say whether the loss
+stayed finite)."""
 import tensorflow as tf
 
 import tiny

@@ -62,6 +62,13 @@ def netns_of(node: str) -> str:
     return f"net:[{os.stat(f'/var/run/netns/{node}').st_ino}]"
 
 
+def in_netns(pid: int, node: str) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net") == netns_of(node)
+    except FileNotFoundError:
+        return False
+
+
 def where_fit(tmp_path: Path) -> Path:
     script = tmp_path / "where_fit.py"
     script.write_text(WHERE + (SCRIPTS / "keras_fit.py").read_text())
@@ -286,6 +293,8 @@ def test_what_a_killed_session_left_is_removed_and_nothing_else(nodes, tmp_path)
     slurm_netns._ip("netns", "add", f"{token}n1")
     sleeper = subprocess.Popen([*nodes.network.enter(f"{token}n1"), "sleep", "300"])  # a job step left behind
     try:
+        # nsenter joins the namespace after Popen returns: on a busy machine, 5 of 30 had not yet when asked
+        assert wait_until(lambda: in_netns(sleeper.pid, f"{token}n1"), timeout=30, interval=0.01)
         slurm_netns._edit_hosts(lambda lines: lines + [f"10.213.99.11 {token}n1 {slurm_netns.MARK} {token}\n"])
         live = own_things(nodes.network.token)
         slurm_netns.remove_stale()

@@ -26,11 +26,22 @@ COLAB_WIDGETS8_STAMP := $(COLAB_WIDGETS8_VENV)/.kwnb-installed
 
 .PHONY: setup colab-env colab-widgets8-env system-deps demo test test-fast bench clean
 
-# The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes.
-$(SETUP_STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[tf,test]"
+# Every venv's packages are installed by tools/install.py: by uv, from a venv of its own here, with the settings this
+# machine's pip would use, in a third of pip's time; by pip where uv cannot stand in (that script says when).
+UV_VENV := .uv
+UV := $(UV_VENV)/bin/uv
+INSTALL = $(PYTHON) tools/install.py --uv $(UV_VENV)
+
+$(UV):
+	@rm -rf $(UV_VENV) && $(PYTHON) -m venv $(UV_VENV) && $(UV_VENV)/bin/python -m pip install --quiet uv \
+		|| echo "install: uv could not be installed, so pip installs the venvs"
+
+# The venv with kwnb (editable) and its tf and test extras; redone when pyproject.toml changes. Its pip is the
+# newest (the tests ask it for plans: pip install --dry-run --report), as in every venv below.
+$(SETUP_STAMP): pyproject.toml | $(UV)
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(INSTALL) $(VENV) --quiet --upgrade pip
+	$(INSTALL) $(VENV) --quiet -e ".[tf,test]"
 	touch $(SETUP_STAMP)
 
 # configurable-http-proxy 5 needs node 20 (Debian 12 has 18): 4.6 where node is older. Without npm, one line
@@ -48,12 +59,12 @@ setup: $(SETUP_STAMP) $(CHP)
 # constraints (and pytest, for the core tests on its Python 3.13): tests/test_colab_env.py checks that this changed
 # none of them, runs the core tests there and runs notebooks in its kernel.
 # About 4 minutes and 2.4 GB (docs/testing.md); without python3.13, one line says its tests skip.
-$(COLAB_STAMP): pyproject.toml constraints/colab.txt
+$(COLAB_STAMP): pyproject.toml constraints/colab.txt | $(UV)
 	@if [ -z "$(PYTHON_COLAB)" ]; then echo "colab-env: no python3.13, so the Colab environment's tests skip"; \
-	else rm -rf $(COLAB_VENV) && $(PYTHON_COLAB) -m venv $(COLAB_VENV) \
-		&& $(COLAB_VENV)/bin/python -m pip install --quiet --upgrade pip \
-		&& $(COLAB_VENV)/bin/python -m pip install --quiet -r constraints/colab.txt \
-		&& $(COLAB_VENV)/bin/python -m pip install --quiet -c constraints/colab.txt -e ".[tf]" pytest pytest-timeout \
+	else rm -rf $(COLAB_VENV) && $(PYTHON_COLAB) -m venv --without-pip $(COLAB_VENV) \
+		&& $(INSTALL) $(COLAB_VENV) --quiet --upgrade pip \
+		&& $(INSTALL) $(COLAB_VENV) --quiet -r constraints/colab.txt \
+		&& $(INSTALL) $(COLAB_VENV) --quiet -c constraints/colab.txt -e ".[tf]" pytest pytest-timeout \
 		&& touch $(COLAB_STAMP) || echo "colab-env: the install failed, so the Colab environment's tests skip"; fi
 
 colab-env: $(COLAB_STAMP)
@@ -115,12 +126,12 @@ OTHER_PYTHONS := 310 312
 OTHER_STAMPS := $(OTHER_PYTHONS:%=.venv-py%/.kwnb-installed)
 .PHONY: pythons clean-pythons
 
-.venv-py%/.kwnb-installed: pyproject.toml
+.venv-py%/.kwnb-installed: pyproject.toml | $(UV)
 	@version=$$(echo $* | sed 's/^3/3./'); python=$$($(call find_python,$$version)); \
 	if [ -z "$$python" ]; then echo "pythons: no python$$version, so its tests skip"; \
-	else rm -rf .venv-py$* && $$python -m venv .venv-py$* \
-		&& .venv-py$*/bin/python -m pip install --quiet --upgrade pip \
-		&& .venv-py$*/bin/python -m pip install --quiet -e . pytest pytest-timeout \
+	else rm -rf .venv-py$* && $$python -m venv --without-pip .venv-py$* \
+		&& $(INSTALL) .venv-py$* --quiet --upgrade pip \
+		&& $(INSTALL) .venv-py$* --quiet -e . pytest pytest-timeout \
 		&& touch $@ || echo "pythons: the install into .venv-py$* failed, so its tests skip"; fi
 
 pythons: $(OTHER_STAMPS)
@@ -159,4 +170,4 @@ bench: setup
 
 # Back to a fresh clone (the venv, run folders, build output); installed Debian packages stay.
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) $(COLAB_WIDGETS8_VENV) .kwnb build *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) $(COLAB_WIDGETS8_VENV) $(UV_VENV) .kwnb build *.egg-info

@@ -146,7 +146,8 @@ demo: setup
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
 # What they need is installed four at a time (apt and the venvs wait on the network, not the CPUs; output kept
-# per target), then the proxy, which needs system-deps' npm.
+# per target), then the proxy, which needs system-deps' npm. uv comes first, alone: every venv waits for it, and beside
+# apt's downloads it took 20-30 s instead of 5.
 # Three pytest-xdist workers, a file each at a time (the longest first: conftest.py). Much of the suite waits on
 # processes it started (a browser, a hub, a cluster's daemons, pip on the network); with two workers the cores idled
 # in those waits, with three they stay busy (pytest 1077-1269 s against 1389; docs/testing.md, "Three files at a
@@ -159,6 +160,7 @@ PREPARED := system-deps $(SETUP_STAMP) colab-env colab-widgets8-env pythons
 # process (kernels, tasks, painters, `kwnb run`) then compiled the ones it imports: 0.30 CPU-s for the engine's 85
 # modules from source against 0.17 compiled. compileall writes the bytecode whatever that variable says.
 test:
+	@$(MAKE) --no-print-directory $(UV)
 	@$(MAKE) --no-print-directory -j4 -O $(PREPARED)
 	@$(MAKE) --no-print-directory setup
 	@$(PY) -m compileall -q kwnb

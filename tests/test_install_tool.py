@@ -68,12 +68,12 @@ def installed_by(venv: Path) -> str:
 
 
 @pytest.mark.skipif(not (UV_VENV / "bin" / "uv").exists(), reason="no .uv/bin/uv: `make setup` installs it")
-def test_uv_installs_and_pip_does_where_a_setting_has_no_uv_option(tmp_path, monkeypatch, capfd):
+def test_uv_installs_and_pip_does_where_a_setting_has_no_uv_option_or_none_can_be_read(tmp_path, monkeypatch, capfd):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     tiny_wheel(wheels)
     arguments = ["--quiet", "--no-index", "--find-links", str(wheels), "kwnb-tiny"]
-    for name in ("by-uv", "by-pip"):
+    for name in ("by-uv", "by-pip", "unread"):
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / name)], check=True)
     assert install_tool.main(["--uv", str(UV_VENV), str(tmp_path / "by-uv"), *arguments]) == 0
     assert installed_by(tmp_path / "by-uv") == "uv"
@@ -82,3 +82,10 @@ def test_uv_installs_and_pip_does_where_a_setting_has_no_uv_option(tmp_path, mon
     assert install_tool.main(["--uv", str(UV_VENV), str(tmp_path / "by-pip"), *arguments]) == 0
     assert installed_by(tmp_path / "by-pip") == "pip"
     assert "pip's setting 'prefer-binary' has no uv option here, so pip installs" in capfd.readouterr().err
+    broken = tmp_path / "uv-without-python"  # a uv, but no Python to ask `pip config list`
+    (broken / "bin").mkdir(parents=True)
+    (broken / "bin" / "uv").symlink_to(UV_VENV / "bin" / "uv")
+    monkeypatch.delenv("PIP_PREFER_BINARY")
+    assert install_tool.main(["--uv", str(broken), str(tmp_path / "unread"), *arguments]) == 0
+    assert installed_by(tmp_path / "unread") == "pip"
+    assert "pip's settings could not be read" in capfd.readouterr().err

@@ -73,7 +73,11 @@ def install(uv_venv: Path, venv: Path, arguments: list[str]) -> int:
     if not uv.exists():
         print(f"install: no uv in {uv_venv}, so pip installs into {venv}", file=sys.stderr)
         return install_with_pip(venv, arguments)
-    translated = uv_command(pip_settings(uv_venv / "bin" / "python"))
+    try:
+        translated = uv_command(pip_settings(uv_venv / "bin" / "python"))
+    except (OSError, subprocess.CalledProcessError) as failed:
+        print(f"install: pip's settings could not be read ({failed}), so pip installs into {venv}", file=sys.stderr)
+        return install_with_pip(venv, arguments)
     if isinstance(translated, str):
         print(f"install: pip's setting {translated!r} has no uv option here, so pip installs into {venv}",
               file=sys.stderr)

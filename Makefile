@@ -146,8 +146,8 @@ demo: setup
 # Unit tests, real multi-worker runs, magics in IPython and in a real kernel, and the notebooks (nbval);
 # with system-deps first, so that the browser and Slurm tests run wherever the machine can provide them.
 # What they need is installed four at a time (apt and the venvs wait on the network, not the CPUs; output kept
-# per target), then the proxy, which needs system-deps' npm. uv comes first, alone: every venv waits for it, and beside
-# apt's downloads it took 20-30 s instead of 5.
+# per target), then the proxy, which needs system-deps' npm. uv comes first, alone: every venv waits for it (about
+# 20 s on a fresh machine, most of it downloading its 20 MB wheel; 20 and 30 s beside apt's installs).
 # Three pytest-xdist workers, a file each at a time (the longest first: conftest.py). Much of the suite waits on
 # processes it started (a browser, a hub, a cluster's daemons, pip on the network); with two workers the cores idled
 # in those waits, with three they stay busy (pytest 1077-1269 s against 1389; docs/testing.md, "Three files at a

@@ -66,29 +66,35 @@ def install_with_pip(venv: Path, arguments: list[str]) -> int:
     return subprocess.run([str(python), "-m", "pip", "install", *arguments]).returncode
 
 
-def install(uv_venv: Path, venv: Path, arguments: list[str]) -> int:
+def uv_plan(uv_venv: Path) -> tuple[list[str], dict[str, str]] | str:
+    """uv's command before its arguments, and its variables; or why pip installs instead."""
     uv = uv_venv / "bin" / "uv"
     if os.environ.get("KWNB_INSTALLER") == "pip":
-        return install_with_pip(venv, arguments)
+        return ""  # asked for: nothing to say
     if not uv.exists():
-        print(f"install: no uv in {uv_venv}, so pip installs into {venv}", file=sys.stderr)
-        return install_with_pip(venv, arguments)
+        return f"no uv in {uv_venv}"
     try:
         translated = uv_command(pip_settings(uv_venv / "bin" / "python"))
     except (OSError, subprocess.CalledProcessError) as failed:
-        print(f"install: pip's settings could not be read ({failed}), so pip installs into {venv}", file=sys.stderr)
-        return install_with_pip(venv, arguments)
+        return f"pip's settings could not be read ({failed})"
     if isinstance(translated, str):
-        print(f"install: pip's setting {translated!r} has no uv option here, so pip installs into {venv}",
-              file=sys.stderr)
-        return install_with_pip(venv, arguments)
+        return f"pip's setting {translated!r} has no uv option here"
     options, variables = translated
-    command = [str(uv), *UV_INSTALL, "--python", str(venv / "bin" / "python"), *options, *arguments]
-    done = subprocess.run(command, env={**os.environ, **variables}).returncode
-    if done != 0:
-        print(f"install: uv failed (exit {done}), so pip installs into {venv}", file=sys.stderr)
-        return install_with_pip(venv, arguments)
-    return 0
+    return [str(uv), *UV_INSTALL, *options], variables
+
+
+def install(uv_venv: Path, venv: Path, arguments: list[str]) -> int:
+    plan = uv_plan(uv_venv)
+    if not isinstance(plan, str):
+        command, variables = plan
+        done = subprocess.run([*command, "--python", str(venv / "bin" / "python"), *arguments],
+                              env={**os.environ, **variables}).returncode
+        if done == 0:
+            return 0
+        plan = f"uv failed (exit {done})"
+    if plan:
+        print(f"install: {plan}, so pip installs into {venv}", file=sys.stderr)
+    return install_with_pip(venv, arguments)
 
 
 def main(argv: list[str]) -> int:

@@ -164,7 +164,7 @@ def _main(argv: list[str] | None) -> int:
                 print(json.dumps(config))
             return 0
         from .api import launch
-        from .engine.readers.tensorboard import use_tensorflow_stub
+        from .engine.readers.tensorboard_import import use_tensorflow_stub
 
         use_tensorflow_stub()  # reading event files then needs no TensorFlow in this process (0.2 s, not 2.5)
 

@@ -69,7 +69,7 @@ def eager_pool(monkeypatch):
 @pytest.fixture(autouse=True)
 def no_tensorflow_stub_left():
     """`kwnb run` in a test's own process (kwnb.cli.main) switches the whole process to TensorBoard's TensorFlow stub
-    (readers/tensorboard.use_tensorflow_stub); undone after each test, or every later test's tf.summary in that
+    (readers/tensorboard_import.use_tensorflow_stub); undone after each test, or every later test's tf.summary in that
     pytest-xdist worker gets the stub ("cannot import tensorflow 2.0 API": test_tensorboard.py's tests failed)."""
     import sys
 

@@ -250,6 +250,43 @@ def test_reading_event_files_in_a_kernel_writes_no_tensorflow_start_up_lines(tf,
     assert result.stderr == "descriptor 2 is back\n"
 
 
+SLOW_READER_IMPORT = textwrap.dedent("""
+    import json, os, sys, time
+    folder, since, gate = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+
+    class Gate:  # TensorBoard's reader cannot be imported until the gate file exists: a slow import, held open
+        def find_spec(self, name, path=None, target=None):
+            while name == "tensorboard.backend.event_processing.event_accumulator" and not os.path.exists(gate):
+                time.sleep(0.02)
+            return None
+
+    sys.meta_path.insert(0, Gate())
+    from kwnb.engine.readers.tensorboard import TensorBoardScalars
+    from kwnb.engine.readers.tensorboard_import import use_tensorflow_stub
+    use_tensorflow_stub()
+    reader, notes = TensorBoardScalars([folder], since), []
+    ticks = [reader.poll_safely(notes.append) for _ in range(3)]  # the supervisor's, while the reader is imported
+    open(gate, "w").close()
+    last = reader.poll_safely(notes.append, rescan=True)  # the last look, when the tasks have ended, waits for it
+    print(json.dumps([ticks, last[0], notes]))
+""")
+
+
+def test_the_supervisor_does_not_wait_while_the_reader_is_imported(tf, tmp_path):
+    """In a kernel the reader's first use imports TensorFlow: 3.6 s of wall time on the quiet machine, far more on a
+    busy one. Done in the supervisor's thread, it froze the run's logs, statuses and memory samples for that long:
+    a 2-worker run that trained for 8.5 s ended with no memory peak. Each tick returns while the import goes on
+    (held open here until the gate file exists: without a thread of its own the first tick never returns)."""
+    since = time.time()
+    Writer(tf, tmp_path / "logs").write(("epoch_loss", 0, 0.5), ("epoch_loss", 1, 0.25))
+    gate = tmp_path / "gate"
+    result = subprocess.run([sys.executable, "-c", SLOW_READER_IMPORT, str(tmp_path), repr(since), str(gate)],
+                            capture_output=True, text=True, timeout=60)
+    ticks, epochs, notes = json.loads(result.stdout.strip().splitlines()[-1])
+    assert ticks == [[[], []]] * 3 and notes == []
+    assert [row["loss"] for row in epochs] == [0.5, 0.25]
+
+
 # ----- %kw_tensorboard ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ip():
@@ -415,7 +452,8 @@ def test_tensorboard_ends_when_its_kernel_is_killed(tmp_path):
 def test_tensorflow_stub_reads_the_same_rows_without_importing_tensorflow(keras_logs):
     folder, since, history = keras_logs
     code = ("import sys, json\n"
-            "from kwnb.engine.readers.tensorboard import TensorBoardScalars, use_tensorflow_stub\n"
+            "from kwnb.engine.readers.tensorboard import TensorBoardScalars\n"
+            "from kwnb.engine.readers.tensorboard_import import use_tensorflow_stub\n"
             "assert use_tensorflow_stub()\n"
             f"epochs, steps = TensorBoardScalars([{str(folder)!r}], {since!r}).poll()\n"
             "print(json.dumps([epochs, len(steps), 'tensorflow' in sys.modules]))")

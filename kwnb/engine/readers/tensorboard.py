@@ -26,16 +26,15 @@ the first epoch that ended (by the summaries' wall time) after it, else the epoc
 from __future__ import annotations
 
 import bisect
-import contextlib
 import math
 import os
 import socket
-import sys
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from .tensorboard_import import reader_ready
 
 SCAN_SECONDS = 2.0  # looking for new event files walks folders; reading known ones is one stat each
 MAX_DEPTH = 4  # logs/fit/20240101-120000/train: the deepest layout the tutorials use
@@ -44,46 +43,6 @@ MTIME_SLACK = 0.02  # file times come from a coarse clock, up to a jiffy (4-10 m
 SKIPPED_FOLDERS = ("__pycache__", "node_modules", "site-packages")
 EVENTS_MARK = "tfevents"  # TensorBoard's own test for an event file name
 KEEP_EARLY_STEPS = 100_000  # steps kept to work out steps per epoch (needs the first epoch's)
-
-
-LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
-
-
-@contextlib.contextmanager
-def quiet_tensorflow_import():
-    """TensorFlow imported by kwnb in a kernel (TensorBoard's reader) writes its C++ start-up lines (absl's
-    warning, CUDA drivers, CPU instructions) to file descriptor 2, which ipykernel forwards into whatever cell
-    runs then, as red stderr; TF_CPP_MIN_LOG_LEVEL does not reach absl's. So descriptor 2 points at /dev/null
-    for that import only (2.5 s, once per kernel; Python's sys.stderr is not it in a kernel). The tasks'
-    environment is untouched: they must log TensorFlow's joining lines. Nothing where TensorFlow is imported."""
-    if "tensorflow" in sys.modules:
-        yield
-        return
-    sys.stderr.flush()
-    saved, level = os.dup(2), os.environ.get(LOG_LEVEL)
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        if level is None:  # jax, which TensorFlow 2.21 imports where installed, sets it (setdefault) for the kernel's
-            os.environ.pop(LOG_LEVEL, None)  # every later child: its TensorFlow would then write no INFO lines
-
-
-def use_tensorflow_stub() -> bool:
-    """Read event files with TensorBoard's own TensorFlow stub, in a process that runs no TensorFlow of its own.
-
-    For the terminal's `kwnb run`: its first read then costs 0.2 s of CPU and 33 MB instead of the
-    2.5 s and 600 MB of importing TensorFlow (measured here). Never in a kernel: the stub would stand
-    in for TensorFlow in the user's tf.summary too ("cannot import tensorflow 2.0 API"). This is
-    TensorBoard's switch (tensorboard/compat: a `tensorboard.compat.notf` module forces the stub).
-    False, and nothing done, where TensorFlow is already imported."""
-    if "tensorflow" in sys.modules:
-        return False
-    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
-    return True
 
 
 @dataclass
@@ -177,7 +136,7 @@ class _EventFile:
         self._kinds: dict[str, tuple[str, str] | None] = {}  # tag -> metric_of(...), decided once
 
     def read_new(self) -> list[Point] | None:
-        """New points, [] when the file has not grown, None when it is gone."""
+        """New points, [] when the file has not grown, None when it is gone (once the reader is imported)."""
         try:
             size = os.stat(self.path).st_size
         except OSError:
@@ -185,10 +144,9 @@ class _EventFile:
         if size == self.size:
             return []
         self.size = size
-        with quiet_tensorflow_import():  # the first read imports TensorFlow (TensorBoard's lazy `tf`)
-            accumulator = self._accumulator or self._open()
-            accumulator.Reload()
-            points = self._points(accumulator)
+        accumulator = self._accumulator or self._open()
+        accumulator.Reload()
+        points = self._points(accumulator)
         for reservoir in (accumulator.scalars, accumulator.tensors):  # read once: dropped, so memory stays flat
             reservoir.FilterItems(lambda _: False)
         return points
@@ -229,7 +187,8 @@ class TensorBoardScalars:
     Cheap enough to call on every supervisor tick: folders are walked at most every SCAN_SECONDS,
     and a known file costs one stat unless it grew. The first file found imports TensorBoard's
     reader, which imports TensorFlow if this process has not yet (once: 2.5 s of CPU and 600 MB
-    here; see use_tensorflow_stub for processes that run no TensorFlow of their own).
+    here; see use_tensorflow_stub for processes that run no TensorFlow of their own), in a thread
+    of its own where the poll does not wait (tensorboard_import.py).
     """
 
     def __init__(self, roots, since: float, batch_scale: float = 1.0, writers: Callable[[], set[int]] | None = None):
@@ -259,7 +218,7 @@ class TensorBoardScalars:
         if self._failed:
             return [], []
         try:
-            rows = self.poll(rescan=rescan)
+            rows = self.poll(rescan=rescan, wait=rescan)
         except Exception as error:  # a bug in the reader: the run goes on without curves from event files
             say(f"stopped reading TensorBoard event files: {type(error).__name__}: {error}")
             self._failed = True
@@ -276,9 +235,10 @@ class TensorBoardScalars:
         self._said.update(new)
         return new
 
-    def poll(self, rescan: bool = False) -> tuple[list[dict], list[dict]]:
+    def poll(self, rescan: bool = False, wait: bool = True) -> tuple[list[dict], list[dict]]:
         """(epoch rows, step rows) read since the last poll. `rescan=True` looks for new files now
-        (the last poll, when the tasks have ended) rather than at most every SCAN_SECONDS."""
+        (the last poll, when the tasks have ended) rather than at most every SCAN_SECONDS. `wait=False`: while
+        TensorBoard's reader is being imported (tensorboard_import.py), nothing yet; the files are read after."""
         if self.unavailable:
             return [], []
         if rescan or time.monotonic() - self._scanned_at >= SCAN_SECONDS:
@@ -290,13 +250,16 @@ class TensorBoardScalars:
                     self._files[path] = _EventFile(path)
                 else:
                     self._foreign.add(path)
+        try:
+            if self._files and not reader_ready(wait):
+                return [], []
+        except ImportError as error:
+            self.unavailable = f"cannot read TensorBoard event files: {error}"
+            return [], []
         points: list[Point] = []
         for path, events in list(self._files.items()):
             try:
                 new = events.read_new()
-            except ImportError as error:
-                self.unavailable = f"cannot read TensorBoard event files: {error}"
-                return [], []
             except Exception as error:  # a file TensorBoard cannot parse must not stop the supervisor
                 self.unreadable[path] = f"{type(error).__name__}: {error}"
                 new = None

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from kwnb.engine.diagnoses.diagnose import tf_config_overridden
-from kwnb.engine.diagnoses.diagnosis import Look, RunView
+from kwnb.engine.diagnoses.diagnosis import Look, ProcessFacts, RunView
 from kwnb.engine.diagnoses.distribution import not_distributed
 from kwnb.engine.diagnoses.divergence import diverging
+from kwnb.engine.diagnoses.saves import SaveCall
 from kwnb.engine.readers.metrics import MetricsParser, unsummed_note
 from kwnb.engine.tasks.task import Signals
 from kwnb.engine.tasks.view import TaskView
@@ -127,6 +128,35 @@ def test_no_join_while_epochs_advanced_is_told_but_not_for_a_script_without_tens
     assert "no task joined a cluster" in not_distributed(look(alone)).message
     plain = [view(p, epochs(0.7, 0.6), connected=False, runtime_lines=0) for p in (0, 1)]  # kwnb.report, no TF
     assert not_distributed(look(plain)) is None
+
+
+def test_tasks_that_trained_alone_and_saved_to_one_path_are_told_so_once_the_file_is_there():
+    """The Keras guide's fault-tolerance section in the corpus: each task, training alone, wrote ckpt/ckpt-1.keras.
+    Said once the tasks have ended and a file is at the path (saves.written), in the words said during the run."""
+    checkpoint = SaveCall("ckpt/ckpt-{epoch}.keras", 60, "keras.callbacks.ModelCheckpoint", per_worker=True)
+    alone = [view(p, epochs(0.7, 0.6), connected=False) for p in (0, 1)]
+    during = not_distributed(Look(RunView(tasks=tuple(alone), name="main", script="main.py", saves=(checkpoint,)), 0.0))
+    assert "Each task also saved" not in during.message  # the file is not known yet
+    facts = ProcessFacts(written={checkpoint.path: 5.0})
+    ended = RunView(tasks=tuple(alone), name="main", script="main.py", saves=(checkpoint,), diagnoses=(during,))
+    told = not_distributed(Look(ended, 9.0, facts))
+    assert told.message.startswith(during.message) and told.message.count("Each task also saved") == 1
+    assert ("Each task also saved to the same path, ckpt/ckpt-{epoch}.keras (main.py line 60, "
+            "keras.callbacks.ModelCheckpoint), so it holds whichever task's files came last; trained together under "
+            "MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint writes the other workers'") in told.message
+    again = RunView(tasks=tuple(alone), name="main", script="main.py", saves=(checkpoint,), diagnoses=(told,))
+    assert not_distributed(Look(again, 10.0, facts)).message == told.message  # said once
+    saved = SaveCall("saved_model", 9, "model.save")
+    with_save = RunView(tasks=tuple(alone), name="main", script="main.py", saves=(saved,))
+    said = not_distributed(Look(with_save, 9.0, ProcessFacts(written={"saved_model": 5.0}))).message
+    assert "Once they train together: Every worker must save" in said and "workertemp_<task index>/saved_model" in said
+    joined = [view(0, epochs(0.66, 0.67)), view(1, epochs(0.70, 0.69))]  # a model outside the scope, servers started:
+    for task in joined:  # their shared save is same_save_path's to tell
+        task.signals.server_at = 1.0
+    outside = Look(RunView(tasks=tuple(joined), name="main", script="main.py", saves=(saved,)), 9.0,
+                   ProcessFacts(written={"saved_model": 5.0}))
+    said = not_distributed(outside).message
+    assert "differ" in said and "Each task also saved" not in said
 
 
 def test_tf_config_deleted_after_the_task_joined_did_no_harm():

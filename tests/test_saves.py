@@ -69,6 +69,32 @@ if __name__ == "__main__":
     assert saves.literal_saves(broken) == () and saves.literal_saves(tmp_path / "missing.py") == ()
 
 
+def test_a_keras_checkpoint_callbacks_path_is_read_with_its_fields_and_joined_folder(tmp_path):
+    """The Keras guide's fault-tolerance section (keras-team/keras guides/distributed_training_with_tensorflow.py),
+    as the corpus runs it: the path a folder's name joined with a file name whose {epoch} Keras fills in."""
+    guide = tmp_path / "guide.py"
+    guide.write_text('''import os
+checkpoint_dir = "./ckpt"
+def run_training(epochs=1):
+    callbacks = [keras.callbacks.ModelCheckpoint(filepath=os.path.join(checkpoint_dir, "ckpt-{epoch}.keras"),
+                                                 save_freq="epoch")]
+    tf.keras.callbacks.ModelCheckpoint(os.path.join("/abs", "w-{epoch:02d}-{val_loss:.2f}.h5"))
+    model.save(os.path.join(checkpoint_dir, name))  # a part that is no literal: no path
+''')
+    assert saves.literal_saves(guide) == (
+        saves.SaveCall("ckpt/ckpt-{epoch}.keras", 4, "keras.callbacks.ModelCheckpoint", per_worker=True),
+        saves.SaveCall("/abs/w-{epoch:02d}-{val_loss:.2f}.h5", 6, "tf.keras.callbacks.ModelCheckpoint",
+                       per_worker=True))
+    call = saves.SaveCall("ckpt [1]/ckpt-{epoch}.keras", 4, "keras.callbacks.ModelCheckpoint", per_worker=True)
+    assert saves.written((call,), tmp_path, since=0.0) == {}
+    (tmp_path / "ckpt [1]").mkdir()
+    (tmp_path / "ckpt [1]" / "ckpt-1.keras").write_text("x")
+    (tmp_path / "ckpt [1]" / "other.keras").write_text("x")
+    assert list(saves.written((call,), tmp_path, since=0.0)) == [call.path]
+    absolute = saves.SaveCall(str(tmp_path / "ckpt [1]" / "ckpt-{epoch}.keras"), 4, "ModelCheckpoint", per_worker=True)
+    assert list(saves.written((absolute,), tmp_path / "elsewhere", since=0.0)) == [absolute.path]
+
+
 def test_the_files_written_at_a_save_path_since_the_run_began(tmp_path):
     calls = (saves.SaveCall("saved_model", 1, "model.save"), saves.SaveCall("weights/ckpt", 2, "model.save_weights"),
              saves.SaveCall("never", 3, "model.save"))

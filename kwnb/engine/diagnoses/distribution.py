@@ -7,15 +7,20 @@
   MultiWorkerMirroredStrategy gradients and metrics are all-reduced, so every worker prints the same epoch
   loss; different losses mean the model was built outside `strategy.scope()` (each task trains its own copy).
 
-Said once, on one task, whether or not the run failed: a run that never distributed "finishes" normally.
+Said once, on one task, whether or not the run failed: a run that never distributed "finishes" normally. Where the
+tasks trained alone and the script saves to one literal path (saves.py), once they have ended and a file is there,
+it adds that every task saved to that one path: tasks that never formed a cluster have no chief, so each wrote the
+chief's files (the Keras guide's ModelCheckpoint, in the corpus: every task wrote ckpt/ckpt-1.keras).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
 from ..tasks.view import TaskView
 from .diagnosis import Diagnosis, Look
+from .saves import SaveCall, fix
 
 # Equal epoch values, as printed (4 decimals): identical on every clean 2-worker capture and test run
 # (tests/data/tf-2.21/clean-*: 0.7040 and 0.7040); outside strategy.scope() they differed by 3 % (issue 29: 2.227
@@ -28,17 +33,37 @@ METRIC_WORDS = ("loss", "acc", "crossentropy", "error", "auc", "precision", "rec
 ALONE = "each task trained alone (a single-worker strategy) and nothing was distributed"
 FIX_TF_CONFIG = "delete that line: kwnb gives each task its TF_CONFIG, which TensorFlow reads when the strategy is made"
 FIX_SCOPE = "build and compile the model inside `with strategy.scope():`"
+SHARED_SAVE = "Each task also saved to the same path,"
 
 
 def not_distributed(look: Look) -> Diagnosis | None:
-    tasks, current = look.tasks, look.current
-    if any(d.kind == "not_distributed" for d in current):
-        return next(d for d in current if d.kind == "not_distributed")  # said once: it keeps its task and words
-    members = [t for t in tasks if t.training]
-    if len(members) < 2:
-        return None
-    never_joined = None if look.view.framework == "jax" else _never_joined(members)  # jax_faults.py: jax_alone
-    return _deleted(members) or never_joined or _outside_scope(members)
+    said = next((d for d in look.current if d.kind == "not_distributed"), None)  # said once: keeps task and words
+    if said is None:
+        members = [t for t in look.tasks if t.training]
+        if len(members) < 2:
+            return None
+        never_joined = None if look.view.framework == "jax" else _never_joined(members)  # jax_faults.py: jax_alone
+        said = _deleted(members) or never_joined or _outside_scope(members)
+    return _with_shared_save(said, look) if said else None
+
+
+def _with_shared_save(said: Diagnosis, look: Look) -> Diagnosis:
+    """The finding, and that every task saved to one path, where no task started its server (each trained alone:
+    MultiWorkerMirroredStrategy's saves collide otherwise, which same_save_path tells) and the file is there."""
+    save = next((save for save in look.view.saves if save.path in look.facts.written), None)
+    if save is None or any(t.signals.server_at is not None for t in look.tasks) or SHARED_SAVE in said.message:
+        return said
+    return dataclasses.replace(said, message=f"{said.message}. {_shared_save(save, look.view.script)}",
+                               evidence=[*said.evidence, f"{look.view.script} line {save.line}: {save.call}"])
+
+
+def _shared_save(save: SaveCall, script: str) -> str:
+    said = (f"{SHARED_SAVE} {save.path} ({script} line {save.line}, {save.call}), so it holds whichever task's files "
+            f"came last")
+    if save.per_worker:
+        return (f"{said}; trained together under MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint writes the "
+                f"other workers' files to temporary folders itself")
+    return f"{said}. Once they train together: {fix(save.path)}"
 
 
 def _deleted(tasks: list[TaskView]) -> Diagnosis | None:

@@ -16,10 +16,15 @@ And without a failure, from the program and its files: a save call in the script
 `if` that asks which task this is, is made by every worker with that path; once every worker of a
 MultiWorkerMirroredStrategy run has finished, a file at that path written during the run (ProcessFacts.written,
 which the supervisor stats) says the save was made. `literal_saves` reads the script once, at launch.
+
+Keras' `ModelCheckpoint(filepath)` is read too, with its `{epoch}`-style fields matching any file. Under
+MultiWorkerMirroredStrategy tf-keras' callback writes the other workers' files to temporary folders itself, so one
+path is right there; it collides only where each task trains alone, which distribution.py's not_distributed says.
 """
 from __future__ import annotations
 
 import ast
+import glob
 import itertools
 import os
 import posixpath
@@ -38,6 +43,8 @@ LOCKED = re.compile(r"unable to lock file")  # h5py's (HDF5 file locking), from 
 _SHARD = re.compile(r"""(?P<path>[^\s'"]+?)(?:/variables/variables_temp|_temp)/part-\d+-of-\d+""")
 FILES_LOOKED_AT = 1000  # of a saved folder, for the newest one's time: a model's folder holds a dozen
 SAVE_METHODS = ("save", "save_weights")  # model.save(PATH), model.save_weights(PATH), checkpoint.save(PREFIX)
+JOINS = ("os.path.join", "posixpath.join", "path.join")  # a path built of literals: os.path.join(CKPT_DIR, "ckpt")
+FIELD = re.compile(r"\{[^{}]*\}")  # ModelCheckpoint's filepath fields, "ckpt-{epoch:02d}.keras": any text
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras#model_saving_and_loading"
 
 
@@ -101,7 +108,7 @@ def _saved_alike(look: Look) -> list[Diagnosis]:
         return []
     if any(t.alive or t.returncode != 0 or t.signals.server_at is None for t in members):
         return []
-    save = next((save for save in look.view.saves if save.path in look.facts.written), None)
+    save = next((save for save in look.view.saves if save.path in look.facts.written and not save.per_worker), None)
     if save is None:
         return []
     tasks = " and ".join([", ".join(str(t.id) for t in members[:-1]), str(members[-1].id)])
@@ -129,10 +136,12 @@ class SaveCall:
     path: str
     line: int
     call: str
+    per_worker: bool = False  # under MultiWorkerMirroredStrategy the call gives each worker its own path itself
 
 
 def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[SaveCall, ...]:
-    """The script's saves to a literal path (or a module-level name bound once to one) that every task makes:
+    """The script's saves to a literal path (or a module-level name bound once to one, or os.path.join of those)
+    that every task makes:
     under no `if` (but `if __name__ == "__main__":`) or loop condition, since a branch may be one task's (`if
     is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a script that
     cannot be read or parsed. Read once, when the run is made (`text`: the script's, where the caller read it)."""
@@ -148,7 +157,7 @@ def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[S
             call, argument = _save_argument(node)
             path = _literal(argument, names)
             if path:
-                found.append(SaveCall(path, node.lineno, call))
+                found.append(SaveCall(posixpath.normpath(path), node.lineno, call, call.endswith("ModelCheckpoint")))
     return tuple(found)
 
 
@@ -174,6 +183,8 @@ def _save_argument(call: ast.Call) -> tuple[str, ast.AST | None]:
         return name, call.args[1] if len(call.args) > 1 else keywords.get("export_dir")
     if name.endswith("CheckpointManager"):  # tf.train.CheckpointManager(checkpoint, directory, ...)
         return name, call.args[1] if len(call.args) > 1 else keywords.get("directory")
+    if name.endswith("ModelCheckpoint"):  # keras.callbacks.ModelCheckpoint(filepath, ...)
+        return name, call.args[0] if call.args else keywords.get("filepath")
     if isinstance(function, ast.Attribute) and function.attr in SAVE_METHODS:
         return name, call.args[0] if call.args else keywords.get("filepath") or keywords.get("file_prefix")
     return "", None
@@ -196,6 +207,9 @@ def _literal(node: ast.AST | None, names: dict[str, str]) -> str:
         return node.value
     if isinstance(node, ast.Name):
         return names.get(node.id, "")
+    if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(JOINS) and node.args and not node.keywords:
+        parts = [_literal(arg, names) for arg in node.args]
+        return posixpath.join(*parts) if all(parts) else ""
     return ""
 
 
@@ -204,11 +218,19 @@ def written(saves: tuple[SaveCall, ...], cwd: os.PathLike | str, since: float | 
     run started (a folder: its newest file), with that time. A stat per file of a saved model: microseconds."""
     found = {}
     for save in saves:
-        path = Path(cwd) / save.path
-        times = [p.stat().st_mtime for p in _files(path)]
+        times = [p.stat().st_mtime for path in _paths(Path(cwd), save.path) for p in _files(path)]
         if times and max(times) >= (since or 0.0):
             found[save.path] = max(times)
     return found
+
+
+def _paths(cwd: Path, path: str) -> list[Path]:
+    """The save's path, or every path its fields ("ckpt-{epoch}.keras") may have become."""
+    if not FIELD.search(path):
+        return [cwd / path]
+    # Each field marked by a character no path holds, the rest escaped (a folder named "a[1]"), then the marks globbed
+    pattern = glob.escape(str(cwd / FIELD.sub("\0", path))).replace("\0", "*")
+    return [Path(p) for p in itertools.islice(glob.iglob(pattern), FILES_LOOKED_AT)]
 
 
 def _files(path: Path) -> list[Path]:

@@ -231,7 +231,7 @@ def _run_roots(name: str) -> tuple[list, float, str]:
 
     if any(run.name == name for run in api.runs()):
         run = api.get_run(name)
-        explicit = getattr(run, "logdir", None)  # the launch option's folder, where the engine keeps one
+        explicit = run.settings.logdir  # the launch option's folder, if given
         roots, since = ([explicit] if explicit else [run.dir, run.cwd]), run.started_at or 0.0
     else:
         try:

@@ -99,7 +99,10 @@ def test_input_that_runs_out_and_a_nan_loss_are_told_with_their_fix(replayed):
     assert nan.task in (0, 1) and nan.message.startswith(f"worker {nan.task}'s loss became NaN at epoch 1"), nan.message
     assert all(math.isnan(task.metrics.history()[0]["loss"]) for task in run.workers)
     assert "learning rate" in nan.message and nan in run.diagnosis_history
-    assert nan.since <= run.workers[0].ended_at
+    # Within the issue's bound of the line that printed it. Replayed, the chief exits at most MAX_GAP (0.5 s) after
+    # that line, within one diagnosis pass (DIAGNOSE_SECONDS, 0.5 s): the pass its exit brings may be the one that
+    # tells it (on CI, 35 microseconds after the exit), as the captured run's 20 s between the two never allowed.
+    assert nan.since - run.workers[0].ended_at < CAUSE_SECONDS
     assert not any(d.kind in ("error", "killed", "peer_lost", "uneven_steps") for d in run.diagnoses)
 
 

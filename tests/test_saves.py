@@ -80,11 +80,13 @@ def run_training(epochs=1):
                                                  save_freq="epoch")]
     tf.keras.callbacks.ModelCheckpoint(os.path.join("/abs", "w-{epoch:02d}-{val_loss:.2f}.h5"))
     model.save(os.path.join(checkpoint_dir, name))  # a part that is no literal: no path
+    model.save("gs://bucket/saved")
 ''')
     assert saves.literal_saves(guide) == (
         saves.SaveCall("ckpt/ckpt-{epoch}.keras", 4, "keras.callbacks.ModelCheckpoint", per_worker=True),
         saves.SaveCall("/abs/w-{epoch:02d}-{val_loss:.2f}.h5", 6, "tf.keras.callbacks.ModelCheckpoint",
-                       per_worker=True))
+                       per_worker=True),
+        saves.SaveCall("gs://bucket/saved", 8, "model.save"))  # a URL as written, not normalized to gs:/
     call = saves.SaveCall("ckpt [1]/ckpt-{epoch}.keras", 4, "keras.callbacks.ModelCheckpoint", per_worker=True)
     assert saves.written((call,), tmp_path, since=0.0) == {}
     (tmp_path / "ckpt [1]").mkdir()

@@ -141,10 +141,10 @@ class SaveCall:
 
 def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[SaveCall, ...]:
     """The script's saves to a literal path (or a module-level name bound once to one, or os.path.join of those)
-    that every task makes:
-    under no `if` (but `if __name__ == "__main__":`) or loop condition, since a branch may be one task's (`if
-    is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a script that
-    cannot be read or parsed. Read once, when the run is made (`text`: the script's, where the caller read it)."""
+    that every task makes: under no `if` (but `if __name__ == "__main__":`) or loop condition, since a branch may be
+    one task's (`if is_chief:`, a chief-only save: uneven_steps' mistake) or a mode the run did not take; () for a
+    script that cannot be read or parsed. Read once, when the run is made (`text`: the script's, where the caller
+    read it)."""
     try:
         tree = python_source.parse(Path(script).read_text(encoding="utf-8", errors="replace") if text is None else text,
                                    str(script))
@@ -157,8 +157,13 @@ def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[S
             call, argument = _save_argument(node)
             path = _literal(argument, names)
             if path:
-                found.append(SaveCall(posixpath.normpath(path), node.lineno, call, call.endswith("ModelCheckpoint")))
+                found.append(SaveCall(_tidy(path), node.lineno, call, call.endswith("ModelCheckpoint")))
     return tuple(found)
+
+
+def _tidy(path: str) -> str:
+    """"ckpt/x" for "./ckpt/x", as the messages name it; a URL ("gs://bucket/ckpt") as written."""
+    return path if "://" in path else posixpath.normpath(path)
 
 
 def _walk(node: ast.AST, guarded: bool):

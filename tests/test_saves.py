@@ -88,10 +88,10 @@ def run_training(epochs=1):
                        per_worker=True),
         saves.SaveCall("gs://bucket/saved", 8, "model.save"))  # a URL as written, not normalized to gs:/
     call = saves.SaveCall("ckpt [1]/ckpt-{epoch}.keras", 4, "keras.callbacks.ModelCheckpoint", per_worker=True)
-    assert saves.written((call,), tmp_path, since=0.0) == {}
     (tmp_path / "ckpt [1]").mkdir()
-    (tmp_path / "ckpt [1]" / "ckpt-1.keras").write_text("x")
     (tmp_path / "ckpt [1]" / "other.keras").write_text("x")
+    assert saves.written((call,), tmp_path, since=0.0) == {}  # a file the path's fields cannot make
+    (tmp_path / "ckpt [1]" / "ckpt-1.keras").write_text("x")
     assert list(saves.written((call,), tmp_path, since=0.0)) == [call.path]
     absolute = saves.SaveCall(str(tmp_path / "ckpt [1]" / "ckpt-{epoch}.keras"), 4, "ModelCheckpoint", per_worker=True)
     assert list(saves.written((absolute,), tmp_path / "elsewhere", since=0.0)) == [absolute.path]

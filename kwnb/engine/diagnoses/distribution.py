@@ -54,12 +54,11 @@ def _with_shared_save(said: Diagnosis, look: Look) -> Diagnosis:
     if save is None or any(t.signals.server_at is not None for t in look.tasks) or SHARED_SAVE in said.message:
         return said
     return dataclasses.replace(said, message=f"{said.message}. {_shared_save(save, look.view.script)}",
-                               evidence=[*said.evidence, f"{look.view.script} line {save.line}: {save.call}"])
+                               evidence=[*said.evidence, save.evidence(look.view.script)])
 
 
 def _shared_save(save: SaveCall, script: str) -> str:
-    said = (f"{SHARED_SAVE} {save.path} ({script} line {save.line}, {save.call}), so it holds whichever task's files "
-            f"came last")
+    said = f"{SHARED_SAVE} {save.path} ({save.where(script)}), so it holds whichever task's files came last"
     if save.per_worker:
         return (f"{said}; trained together under MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint writes the "
                 f"other workers' files to temporary folders itself")

@@ -114,10 +114,10 @@ def _saved_alike(look: Look) -> list[Diagnosis]:
     tasks = " and ".join([", ".join(str(t.id) for t in members[:-1]), str(members[-1].id)])
     return [Diagnosis(
         "same_save_path", None,
-        f"{tasks} {'both' if len(members) == 2 else 'all'} saved to {save.path} ({look.view.script} line {save.line}, {save.call}): their files went to "
-        f"the same path, so {save.path} holds whichever task's writes came last; this run got through, but such "
+        f"{tasks} {'both' if len(members) == 2 else 'all'} saved to {save.path} ({save.where(look.view.script)}): "
+        f"their files went to the same path, so {save.path} holds whichever task's writes came last; this run got through, but such "
         f"saves fail at random ({MERGE_OP} finding its temporary files gone). {fix(save.path)}",
-        evidence=[f"{look.view.script} line {save.line}: {save.call}({save.path!r})"])]
+        evidence=[save.evidence(look.view.script)])]
 
 
 def fix(path: str) -> str:
@@ -137,6 +137,13 @@ class SaveCall:
     line: int
     call: str
     per_worker: bool = False  # under MultiWorkerMirroredStrategy the call gives each worker its own path itself
+
+    def where(self, script: str) -> str:
+        """"main.py line 26, model.save": the call, as a message names it."""
+        return f"{script} line {self.line}, {self.call}"
+
+    def evidence(self, script: str) -> str:
+        return f"{script} line {self.line}: {self.call}({self.path!r})"
 
 
 def literal_saves(script: os.PathLike | str, text: str | None = None) -> tuple[SaveCall, ...]:

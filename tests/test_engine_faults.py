@@ -23,6 +23,7 @@ from kwnb.engine.diagnoses import diagnose
 from kwnb.engine.live import policy
 from kwnb.engine.live.log import LOG_NAME
 from kwnb.engine.live.run import Run
+from kwnb.engine.readers import tensorboard_import
 from kwnb.engine.tasks.status import Status
 from kwnb.engine.tasks.task import Signals
 from kwnb.engine.tasks.view import TaskView
@@ -240,6 +241,8 @@ Path("logs/events.out.tfevents.1.host").write_bytes(b"an event file this kernel 
 def test_event_files_kwnb_cannot_read_become_notes_the_user_sees(tmp_path, monkeypatch):
     for name in [name for name in sys.modules if name.split(".")[0] == "tensorboard"] + ["tensorboard"]:
         monkeypatch.setitem(sys.modules, name, None)  # this kernel has no TensorBoard: imports of it fail
+    # nor has it imported the reader before: the process-wide import may have succeeded in an earlier test
+    monkeypatch.setattr(tensorboard_import, "_READER", tensorboard_import._ReaderImport())
     (tmp_path / "job.py").write_text(WRITES_AN_EVENT_FILE)
     run = kwnb.launch(tmp_path / "job.py", n=1, cwd=tmp_path, runs_dir=tmp_path / "runs",
                       launcher=LocalLauncher(network="host", warm=False))

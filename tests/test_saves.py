@@ -5,20 +5,39 @@ same-path-*, tests/data/replays/same-path-savedmodel), and, where nothing failed
 path and the file written there, on real runs (tests/scripts/same_path_checkpoint.py, same_path_save.py right)."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import kwnb
-from kwnb.engine.diagnoses import saves
+from kwnb.engine.diagnoses import diagnose, saves
+from kwnb.engine.diagnoses.diagnosis import Look, RunView
 from kwnb.engine.readers import tf_events
 from kwnb.engine.readers.tf_messages import scan
+from kwnb.engine.tasks.task import Task
+from kwnb.engine.tasks.view import view_of
+from kwnb.task.tf_config import TaskId
 
 TESTS = Path(__file__).parent
 SCRIPT = TESTS / "scripts" / "same_path_save.py"
 SAVE_LINE = 1 + SCRIPT.read_text().splitlines().index('    model.save("saved_model")')
 CHECKPOINT = TESTS / "scripts" / "same_path_checkpoint.py"
 DATA = TESTS / "data" / "tf-2.21"
+
+
+def _ended_tasks(logs: list[tuple[str, int]], script: str) -> list[Task]:
+    """Tasks that printed the captured logs and ended with the exit codes, as the supervisor's reader fed them."""
+    folder, made = Path(tempfile.mkdtemp()), []
+    for position, (log, code) in enumerate(logs):
+        task = Task(position, TaskId("worker", position), folder / f"{position}.log", folder / f"{position}.jsonl",
+                    10, user_files=(script,))
+        text = (DATA / log).read_text()
+        task.metrics.feed(text)
+        task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=9.5)
+        task.returncode, task.ended_at, task.started_at, task.is_chief = code, 10.0, 0.0, position == 0
+        made.append(task)
+    return made
 
 
 def traceback_of(log: str) -> tf_events.PythonTraceback | None:
@@ -150,24 +169,8 @@ def test_every_worker_saving_to_one_path_is_told_whether_or_not_it_failed_and_th
 def test_an_hdf5_save_that_found_the_file_locked_by_another_task_is_the_same_path():
     """h5py locks the file it writes: a second worker's `model.save("model.h5")` at the same moment fails with
     "unable to lock file" (errno 11), a real capture of the corpus's report-h5-same-path (ray-project/ray#27938)."""
-    import tempfile
-
-    from kwnb.engine.diagnoses import diagnose
-    from kwnb.engine.diagnoses.diagnosis import RunView
-    from kwnb.engine.tasks.task import Task
-    from kwnb.engine.tasks.view import view_of
-    from kwnb.task.tf_config import TaskId
-
-    folder, made = Path(tempfile.mkdtemp()), []
-    for position, (log, code) in enumerate([("same-path-notfound-worker-1.log", 0),
-                                            ("same-path-h5lock-worker-1.log", 1)]):
-        task = Task(position, TaskId("worker", position), folder / f"{position}.log", folder / f"{position}.jsonl",
-                    10, user_files=("/home/learner/h5_same_path.py",))
-        text = (DATA / log).read_text()
-        task.metrics.feed(text)
-        task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=9.5)
-        task.returncode, task.ended_at, task.started_at, task.is_chief = code, 10.0, 0.0, position == 0
-        made.append(task)
+    made = _ended_tasks([("same-path-notfound-worker-1.log", 0), ("same-path-h5lock-worker-1.log", 1)],
+                        "/home/learner/h5_same_path.py")
     save = saves.SaveCall("model.h5", 15, "model.save")
     found = diagnose.findings(RunView(tasks=tuple(view_of(t, 30.0) for t in made), name="main",
                                       script="h5_same_path.py", saves=(save,)), 30.0)
@@ -180,3 +183,49 @@ def test_an_hdf5_save_that_found_the_file_locked_by_another_task_is_the_same_pat
                                       script="h5_same_path.py", saves=(saves.SaveCall("model.h5", 99, "model.save"),)),
                               30.0)
     assert "same_save_path" not in [d.kind for d in other] and "error" in [d.kind for d in other]
+
+
+# The corpus' keras-guide-multi-gpu-tf-checkpoints as it ran once in many: each task, alone, restores the newest file
+# of ckpt/ at its second start, and worker 1 listed ckpt-1.keras while worker 0's callback was writing it again.
+GUIDE_SCRIPT = ("/tmp/pytest-of-root/pytest-92/corpus0/keras-guide-multi-gpu-tf-checkpoints/program/main.py")
+GUIDE_CHECKPOINT = saves.SaveCall("ckpt/ckpt-{epoch}.keras", 219, "keras.callbacks.ModelCheckpoint", per_worker=True)
+
+
+def test_an_error_that_names_a_path_every_task_saves_to_says_it_may_have_been_another_tasks_file():
+    made = _ended_tasks([("shared-checkpoint-read-worker-0.log", 0), ("shared-checkpoint-read-worker-1.log", 1)],
+                        GUIDE_SCRIPT)
+    views = tuple(view_of(t, 30.0) for t in made)
+    found = diagnose.findings(RunView(tasks=views, name="main", script="main.py", saves=(GUIDE_CHECKPOINT,)), 30.0)
+    (error,) = [d for d in found if d.kind == "error"]
+    assert error.task == 1 and error.cause.startswith("worker 1 failed with ValueError: File not found: "
+                                                      "filepath=./ckpt/ckpt-1.keras."), error.cause
+    assert ("(main.py line 203, in make_or_restore_model). ckpt/ckpt-{epoch}.keras is a path every task saves to "
+            "(main.py line 219, keras.callbacks.ModelCheckpoint), so what worker 1 found there may have been another "
+            "task's file, half-written or being replaced: once the tasks train together under "
+            "MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint") in error.message, error.message
+    one = tuple(view_of(t, 30.0) for t in _ended_tasks([("shared-checkpoint-read-worker-1.log", 1)], GUIDE_SCRIPT))
+    alone = diagnose.findings(RunView(tasks=one, name="main", script="main.py", saves=(GUIDE_CHECKPOINT,)), 30.0)
+    assert "path every task saves to" not in next(d for d in alone if d.kind == "error").message  # one task: its own
+    elsewhere = saves.SaveCall("other/ckpt-{epoch}.keras", 219, "keras.callbacks.ModelCheckpoint", per_worker=True)
+    other = diagnose.findings(RunView(tasks=views, name="main", script="main.py", saves=(elsewhere,)), 30.0)
+    assert "path every task saves to" not in next(d for d in other if d.kind == "error").message
+
+
+@pytest.mark.parametrize("path, message, named", [
+    ("ckpt/ckpt-{epoch}.keras", "File not found: filepath=./ckpt/ckpt-1.keras. Please ensure", True),
+    ("ckpt/ckpt-{epoch}.keras", "cannot open /home/me/program/ckpt/ckpt-12.keras", True),
+    ("ckpt/ckpt-{epoch}.keras", "File not found: my_ckpt/ckpt-1.keras", False),
+    ("ckpt/ckpt-{epoch}.keras", "File not found: ckpt/ckpt-1.h5", False),
+    ("weights/ckpt", "Unsuccessful TensorSliceReader constructor: weights/ckpt-3.index", True),
+    ("weights/ckpt", "not found: weights/ckpt_old.index", False),
+    ("saved_model", "saved_model/variables/variables.index; No such file or directory", True),
+    ("saved_model", "saved_models/variables/variables.index; No such file or directory", False),
+    ("model.h5", "Unable to open file (name = 'model.h5', errno = 2)", True),
+])
+def test_a_save_path_is_found_in_a_message_as_errors_name_it(path, message, named):
+    joined = (view_of(t, 30.0) for t in _ended_tasks([("clean-worker-0.log", 0), ("clean-worker-1.log", 0)], "x.py"))
+    save = saves.SaveCall(path, 9, "model.save")
+    look = Look(RunView(tasks=tuple(joined), name="main", script="main.py", saves=(save,)), 30.0)
+    assert (saves.shared_save_named(message, look) == save) is named
+    if named:  # the tutorial's fix: a path of the chief's, a temporary folder for the others
+        assert "workertemp_<task index>" in saves.read_while_saved(look.tasks[1], save, look)

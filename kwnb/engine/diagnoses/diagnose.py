@@ -193,6 +193,9 @@ def error(task: TaskView, look: Look) -> Diagnosis | None:
     where = f" ({frame})" if frame else ""
     message = f": {known_errors.shortened(said)}" if said else ""
     fix = known_errors.explain(short_type, said or "")
+    shared = saves.shared_save_named(said or "", look)
+    if shared is not None:  # read back where every task writes: another task's file, or one being written
+        fix = saves.read_while_saved(task, shared, look) + (f". {fix}" if fix else "")
     cause = f"{task.id} failed with {short_type}{message}{where}"
     return Diagnosis("error", task.position, cause + (f". {fix}" if fix else ""), evidence=list(traceback.lines[-6:]),
                      cause=cause, ended={task.position: f"failed with {traceback.short_type}"})

@@ -20,6 +20,12 @@ which the supervisor stats) says the save was made. `literal_saves` reads the sc
 Keras' `ModelCheckpoint(filepath)` is read too, with its `{epoch}`-style fields matching any file. Under
 MultiWorkerMirroredStrategy tf-keras' callback writes the other workers' files to temporary folders itself, so one
 path is right there; it collides only where each task trains alone, which distribution.py's not_distributed says.
+
+A task that reads such a path back (a restore, as the Keras guide's fault-tolerance section does at every start)
+may find another task's file there, half-written or being replaced: `ValueError: File not found: filepath=./ckpt/
+ckpt-1.keras` where it had just listed that file (the corpus' keras-guide-multi-gpu-tf-checkpoints, one run in many;
+tests/data/tf-2.21/shared-checkpoint-read-worker-1.log). `shared_save_named` finds the save an error names, and the
+`error` diagnosis adds `read_while_saved`'s words to it.
 """
 from __future__ import annotations
 
@@ -118,6 +124,35 @@ def _saved_alike(look: Look) -> list[Diagnosis]:
         f"their files went to the same path, so {save.path} holds whichever task's writes came last; this run got through, but such "
         f"saves fail at random ({MERGE_OP} finding its temporary files gone). {fix(save.path)}",
         evidence=[save.evidence(look.view.script)])]
+
+
+def shared_save_named(message: str, look: Look) -> SaveCall | None:
+    """The script's save whose path (or a file in it, or one its fields made) an error's message names, where more
+    than one task of the run writes that path: None for one task, or for ModelCheckpoint where a task started its
+    server (the callback then gives the other workers paths of their own)."""
+    if len(look.members) < 2:
+        return None
+    together = any(t.signals.server_at is not None for t in look.members)
+    return next((save for save in look.view.saves
+                 if not (save.per_worker and together) and _named(save.path).search(message)), None)
+
+
+def _named(path: str) -> re.Pattern:
+    """A save's path as a message names it: "./ckpt/ckpt-1.keras", ".../program/ckpt/ckpt-1.keras" or
+    "ckpt/ckpt-1.keras." at a sentence's end for "ckpt/ckpt-{epoch}.keras"; a checkpoint prefix's numbered files
+    ("ckpt-3.index") and a folder's files too; not "my_ckpt" or "ckpt_old" for "ckpt"."""
+    parts = [re.escape(part) for part in FIELD.split(path)]
+    return re.compile(r"(?<![\w.-])" + r"[^\s'\"/]*?".join(parts) + r"(?:-\d+)?(?:\.[\w-]+)*(?![\w-])")
+
+
+def read_while_saved(task: TaskView, save: SaveCall, look: Look) -> str:
+    """What an error that names a path every task saves to may mean, and what to do."""
+    said = (f"{save.path} is a path every task saves to ({save.where(look.view.script)}), so what {task.id} found "
+            f"there may have been another task's file, half-written or being replaced")
+    if save.per_worker:
+        return (f"{said}: once the tasks train together under MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint "
+                f"writes the other workers' files to temporary folders itself")
+    return f"{said}. {fix(save.path)}"
 
 
 def fix(path: str) -> str:

@@ -221,6 +221,7 @@ def test_an_error_that_names_a_path_every_task_saves_to_says_it_may_have_been_an
     ("saved_model", "saved_model/variables/variables.index; No such file or directory", True),
     ("saved_model", "saved_models/variables/variables.index; No such file or directory", False),
     ("model.h5", "Unable to open file (name = 'model.h5', errno = 2)", True),
+    (".", "File not found: filepath=./ckpt/ckpt-1.keras", False),  # the working folder itself: no one path
 ])
 def test_a_save_path_is_found_in_a_message_as_errors_name_it(path, message, named):
     joined = (view_of(t, 30.0) for t in _ended_tasks([("clean-worker-0.log", 0), ("clean-worker-1.log", 0)], "x.py"))

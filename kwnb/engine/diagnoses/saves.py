@@ -133,8 +133,9 @@ def shared_save_named(message: str, look: Look) -> SaveCall | None:
     if len(look.members) < 2:
         return None
     together = any(t.signals.server_at is not None for t in look.members)
-    return next((save for save in look.view.saves
-                 if not (save.per_worker and together) and _named(save.path).search(message)), None)
+    return next((save for save in look.view.saves if not (save.per_worker and together)
+                 and posixpath.basename(save.path.rstrip("/")) not in ("", ".", "..")  # "./": in every path
+                 and _named(save.path).search(message)), None)
 
 
 def _named(path: str) -> re.Pattern:

@@ -27,14 +27,13 @@ DATA = TESTS / "data" / "tf-2.21"
 
 
 def _ended_tasks(logs: list[tuple[str, int]], script: str) -> list[Task]:
-    """Tasks that printed the captured logs and ended with the exit codes, as the supervisor's reader fed them."""
+    """Tasks that printed the captured logs and ended with the exit codes, each log read by its task's own reader."""
     folder, made = Path(tempfile.mkdtemp()), []
     for position, (log, code) in enumerate(logs):
+        (folder / f"{position}.log").write_bytes((DATA / log).read_bytes())
         task = Task(position, TaskId("worker", position), folder / f"{position}.log", folder / f"{position}.jsonl",
                     10, user_files=(script,))
-        text = (DATA / log).read_text()
-        task.metrics.feed(text)
-        task.signals.record(task._scanner.feed(text) + task._scanner.close(), now=9.5)
+        task.apply(task.observe())
         task.returncode, task.ended_at, task.started_at, task.is_chief = code, 10.0, 0.0, position == 0
         made.append(task)
     return made
@@ -203,6 +202,7 @@ def test_an_error_that_names_a_path_every_task_saves_to_says_it_may_have_been_an
             "(main.py line 219, keras.callbacks.ModelCheckpoint), so what worker 1 found there may have been another "
             "task's file, half-written or being replaced: once the tasks train together under "
             "MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint") in error.message, error.message
+    assert "not_distributed" in [d.kind for d in found]  # each trained alone: the cause, said as the run said it
     one = tuple(view_of(t, 30.0) for t in _ended_tasks([("shared-checkpoint-read-worker-1.log", 1)], GUIDE_SCRIPT))
     alone = diagnose.findings(RunView(tasks=one, name="main", script="main.py", saves=(GUIDE_CHECKPOINT,)), 30.0)
     assert "path every task saves to" not in next(d for d in alone if d.kind == "error").message  # one task: its own

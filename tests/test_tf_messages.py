@@ -78,7 +78,9 @@ def test_same_events_however_fed(name):
         scanner = tfm.TfLogScanner(USER_FILES)
         fed = [event for piece in pieces for event in scanner.feed(piece)] + scanner.close()
         assert fed == whole
-    if not name.startswith("not-distributed-"):  # it deleted its TF_CONFIG: TensorFlow says nothing of a cluster
+    # Tasks that trained alone, TensorFlow saying nothing of a cluster: a deleted TF_CONFIG, the Keras guide's
+    # MirroredStrategy (whose worker 0 ended without an error)
+    if not name.startswith(("not-distributed-", "shared-checkpoint-read-worker-0")):
         assert whole, "every capture shows at least the server start or an error"
 
 

@@ -70,6 +70,9 @@ def check_runtime_lines_folded(ui) -> None:
     assert "I0000" not in ui["refolded"]["visible_log"] and toggle_text(ui["refolded"]).endswith("hidden - show")
 
 
+END_UPDATES = 2  # the run's end sends its bundle from the cell running then and from the dashboard's
+
+
 def check_dashboard_shown_once(ui) -> None:
     """The live view shows the widgets only: one dashboard in the cell that started the run, and not
     the static account its output also carries, while the run goes and after its end updated that
@@ -78,14 +81,17 @@ def check_dashboard_shown_once(ui) -> None:
     seen = {(o["dashboards"], o["dashboards_in_page"], o["static_in_page"], o["account_boxes"]) for o in live}
     assert seen == {(1, 1, 0, 0)}, ("(dashboards in the run's cell, in the page, static accounts shown, their "
                                     f"output boxes shown): {seen}")
-    # The same element throughout, or a second one if the page redrew the whole widget when the run's
-    # end replaced the output's bundle: never more.
+    # The same element while the run goes. Its end replaces the output's bundle (update_display_data), sent from
+    # the cell running then and from the cell that showed the dashboard (notebook/dashboard.py, _update_display):
+    # JupyterLab with ipykernel 7 applies both, 72 ms apart when measured, so a look between them sees one element
+    # more. Never more than those.
+    going = {s["first_output"]["node"] for s in ui["snapshots"] if s and not s["stop_disabled"]}
     drawn = {o["node"] for o in live}
     changes = [(round(s["t"], 1), s["first_output"]["node"], s["labels"]) for before, s in
                zip(ui["snapshots"], ui["snapshots"][1:]) if s and before and
                s["first_output"]["node"] != before["first_output"]["node"]]
-    assert 1 <= len(drawn) <= 2, f"the dashboard's element changed {len(drawn) - 1} times: {drawn}, at (s, node, " \
-                                 f"tabs) {changes}"
+    assert len(going) == 1 and len(drawn) <= 1 + END_UPDATES, \
+        f"the dashboard's element changed {len(drawn) - 1} times: {drawn}, at (s, node, tabs) {changes}"
     reopened = ui["dark"]["first_output"]
     assert reopened["static_in_page"] == 0, reopened
     # The end's update_display_data reached the page's own copies of the outputs: the saved file holds

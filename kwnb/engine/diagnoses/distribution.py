@@ -20,7 +20,7 @@ import os
 
 from ..tasks.view import TaskView
 from .diagnosis import Diagnosis, Look
-from .saves import SaveCall, fix
+from .saves import PER_WORKER, SaveCall, fix
 
 # Equal epoch values, as printed (4 decimals): identical on every clean 2-worker capture and test run
 # (tests/data/tf-2.21/clean-*: 0.7040 and 0.7040); outside strategy.scope() they differed by 3 % (issue 29: 2.227
@@ -60,8 +60,7 @@ def _with_shared_save(said: Diagnosis, look: Look) -> Diagnosis:
 def _shared_save(save: SaveCall, script: str) -> str:
     said = f"{SHARED_SAVE} {save.path} ({save.where(script)}), so it holds whichever task's files came last"
     if save.per_worker:
-        return (f"{said}; trained together under MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint writes the "
-                f"other workers' files to temporary folders itself")
+        return f"{said}; trained together {PER_WORKER}"
     return f"{said}. Once they train together: {fix(save.path)}"
 
 

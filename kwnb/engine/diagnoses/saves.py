@@ -51,6 +51,9 @@ FILES_LOOKED_AT = 1000  # of a saved folder, for the newest one's time: a model'
 SAVE_METHODS = ("save", "save_weights")  # model.save(PATH), model.save_weights(PATH), checkpoint.save(PREFIX)
 JOINS = ("os.path.join", "posixpath.join", "path.join")  # a path built of literals: os.path.join(CKPT_DIR, "ckpt")
 FIELD = re.compile(r"\{[^{}]*\}")  # ModelCheckpoint's filepath fields, "ckpt-{epoch:02d}.keras": any text
+# What tasks training alone should know of ModelCheckpoint's one path (not_distributed's and error's words).
+PER_WORKER = ("under MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint writes the other workers' files to "
+              "temporary folders itself")
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras#model_saving_and_loading"
 
 
@@ -150,10 +153,7 @@ def read_while_saved(task: TaskView, save: SaveCall, look: Look) -> str:
     """What an error that names a path every task saves to may mean, and what to do."""
     said = (f"{save.path} is a path every task saves to ({save.where(look.view.script)}), so what {task.id} found "
             f"there may have been another task's file, half-written or being replaced")
-    if save.per_worker:
-        return (f"{said}: once the tasks train together under MultiWorkerMirroredStrategy, tf-keras' ModelCheckpoint "
-                f"writes the other workers' files to temporary folders itself")
-    return f"{said}. {fix(save.path)}"
+    return f"{said}: once the tasks train together {PER_WORKER}" if save.per_worker else f"{said}. {fix(save.path)}"
 
 
 def fix(path: str) -> str:
